@@ -1,0 +1,195 @@
+"""The file system seam.
+
+Storage code never calls `open` or `os.*` directly: it goes through a
+`FileSystem`. `RealFileSystem` maps the calls onto the operating system;
+`segments.memory_filesystem.MemoryFileSystem` keeps files in memory and can
+simulate a crash (unsynced writes lost, the last write torn) so the
+simulation tests can drive storage deterministically from a seed.
+
+The interface is deliberately small and append-oriented: files are only
+appended to, truncated, read at a position, and synced. Anything that must be
+replaced as a whole is written to a new file and renamed over the old one
+(`write_file_atomically`).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from typing import Protocol
+
+from segments.errors import DataDirLockedError
+
+
+class FileHandle(Protocol):
+    """An open file that is appended to at its end and read at any position."""
+
+    @property
+    def path(self) -> str: ...
+
+    def size(self) -> int:
+        """Current length in bytes, including unsynced appends."""
+        ...
+
+    def append(self, data: bytes) -> None:
+        """Write `data` at the end. On error part of it may have been written."""
+        ...
+
+    def read_at(self, position: int, length: int) -> bytes:
+        """Up to `length` bytes from `position`; shorter only at the end of the file."""
+        ...
+
+    def truncate(self, size: int) -> None:
+        """Cut the file to `size` bytes (unsynced until `sync`)."""
+        ...
+
+    def sync(self) -> None:
+        """Make every write and truncation so far durable (fsync)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class DirectoryLock(Protocol):
+    def release(self) -> None: ...
+
+
+class FileSystem(Protocol):
+    def open(self, path: str) -> FileHandle:
+        """Open for append and read, creating the file if it does not exist."""
+        ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def file_size(self, path: str) -> int: ...
+
+    def listdir(self, path: str) -> list[str]: ...
+
+    def makedirs(self, path: str) -> None: ...
+
+    def remove(self, path: str) -> None: ...
+
+    def rename(self, source: str, destination: str) -> None:
+        """Atomically replace `destination` with `source`."""
+        ...
+
+    def sync_dir(self, path: str) -> None:
+        """Make creations, removals and renames in directory `path` durable."""
+        ...
+
+    def lock_dir(self, path: str) -> DirectoryLock:
+        """Take an exclusive lock on directory `path` or raise DataDirLockedError."""
+        ...
+
+
+def write_file_atomically(fs: FileSystem, path: str, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new file."""
+    temporary_path = path + ".tmp"
+    if fs.exists(temporary_path):
+        fs.remove(temporary_path)
+    handle = fs.open(temporary_path)
+    try:
+        handle.append(data)
+        handle.sync()
+    finally:
+        handle.close()
+    fs.rename(temporary_path, path)
+    fs.sync_dir(os.path.dirname(path) or ".")
+
+
+class RealFileHandle:
+    """A file descriptor opened O_APPEND; reads use pread so they never move the write end."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._size = os.fstat(self._fd).st_size
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def size(self) -> int:
+        return self._size
+
+    def append(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        finally:
+            # After a short write or an error the cached size must be re-read.
+            self._size = os.fstat(self._fd).st_size
+
+    def read_at(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd, length, position)
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+        self._size = size
+
+    def sync(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class RealDirectoryLock:
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+
+class RealFileSystem:
+    """The operating system's files."""
+
+    def open(self, path: str) -> RealFileHandle:
+        return RealFileHandle(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def file_size(self, path: str) -> int:
+        return os.path.getsize(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def remove(self, path: str) -> None:
+        os.remove(path)
+
+    def rename(self, source: str, destination: str) -> None:
+        os.replace(source, destination)
+
+    def sync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def lock_dir(self, path: str) -> RealDirectoryLock:
+        # flock locks belong to the open file description, so a second open of the
+        # same directory in this process is refused too: one owner per directory.
+        fd = os.open(os.path.join(path, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(fd)
+            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise DataDirLockedError(path) from error
+            raise
+        return RealDirectoryLock(fd)

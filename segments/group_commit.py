@@ -1,0 +1,166 @@
+"""Group commit: many concurrent appends, one write and one fsync per group.
+
+Theory of operation. `submit(item)` queues the item and returns a future.
+A single flusher task takes everything queued (up to `group_items_max`),
+hands it to the target's `append_group` as one write, and then, under the
+`always` policy, runs `sync` on a worker thread. While that fsync runs, new
+submissions queue up and become the next group, so the number of fsyncs per
+second stays at what the disk allows while messages per second grow with the
+number of concurrent submitters.
+
+When a future resolves, its item is durable under the policy:
+- `always`: written and fsynced (a publish confirm means "on disk");
+- `interval`: written to the OS, and an fsync follows within `interval_ms`
+  (an OS crash can lose at most that window; a process crash loses nothing);
+- `never`: written to the OS, which flushes when it likes.
+
+Invariants: at most one flush runs at a time (the target is single-owner);
+items resolve in submission order; a failed write or fsync fails exactly the
+items of its group and nothing else; pending items are bounded by
+`pending_items_max` (submitters wait for room).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from segments.errors import LogClosedError
+
+logger = logging.getLogger(__name__)
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
+ItemT_contra = TypeVar("ItemT_contra", contravariant=True)
+ResultT_co = TypeVar("ResultT_co", covariant=True)
+
+
+class FsyncMode(enum.Enum):
+    ALWAYS = "always"
+    INTERVAL = "interval"
+    NEVER = "never"
+
+
+@dataclass(frozen=True)
+class FsyncPolicy:
+    mode: FsyncMode = FsyncMode.ALWAYS
+    interval_ms: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> FsyncPolicy:
+        """`always`, `never`, or `interval:N` (N milliseconds, N > 0)."""
+        name, _, argument = text.strip().partition(":")
+        if name == "always" and not argument:
+            return cls(FsyncMode.ALWAYS)
+        if name == "never" and not argument:
+            return cls(FsyncMode.NEVER)
+        if name == "interval" and argument.strip().isdigit() and int(argument) > 0:
+            return cls(FsyncMode.INTERVAL, int(argument))
+        raise ValueError(
+            f"fsync policy {text!r} is not one of 'always', 'never', 'interval:N' (N ms > 0)"
+        )
+
+    def __str__(self) -> str:
+        if self.mode is FsyncMode.INTERVAL:
+            return f"interval:{self.interval_ms}"
+        return str(self.mode.value)
+
+
+class GroupAppendable(Protocol[ItemT_contra, ResultT_co]):
+    def append_group(self, items: Sequence[ItemT_contra]) -> Sequence[ResultT_co]: ...
+
+    def sync(self) -> None: ...
+
+
+class GroupCommitter(Generic[ItemT, ResultT]):
+    def __init__(
+        self,
+        target: GroupAppendable[ItemT, ResultT],
+        policy: FsyncPolicy,
+        group_items_max: int = 4096,
+        pending_items_max: int = 65536,
+    ) -> None:
+        self._target = target
+        self.policy = policy
+        self._group_items_max = group_items_max
+        self._pending: list[tuple[ItemT, asyncio.Future[ResultT]]] = []
+        self._room = asyncio.Semaphore(pending_items_max)
+        self._flusher: asyncio.Task[None] | None = None
+        self._exclusive = asyncio.Lock()
+        self._interval_sync: asyncio.TimerHandle | None = None
+        self._closed = False
+        self.groups_written = 0
+        self.fsyncs = 0
+
+    async def submit(self, item: ItemT) -> ResultT:
+        """Append `item`; returns once it is durable under the policy."""
+        if self._closed:
+            raise LogClosedError("the group committer is closed")
+        async with self._room:
+            future: asyncio.Future[ResultT] = asyncio.get_running_loop().create_future()
+            self._pending.append((item, future))
+            if self._flusher is None or self._flusher.done():
+                self._flusher = asyncio.create_task(self._flush_pending())
+            return await future
+
+    async def _flush_pending(self) -> None:
+        async with self._exclusive:
+            while self._pending:
+                group = self._pending[: self._group_items_max]
+                del self._pending[: self._group_items_max]
+                await self._commit_group(group)
+
+    async def _commit_group(self, group: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
+        try:
+            results = self._target.append_group([item for item, _ in group])
+            self.groups_written += 1
+            if self.policy.mode is FsyncMode.ALWAYS:
+                await asyncio.to_thread(self._target.sync)
+                self.fsyncs += 1
+        except Exception as error:
+            for _, future in group:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        for (_, future), result in zip(group, results, strict=True):
+            if not future.done():
+                future.set_result(result)
+        if self.policy.mode is FsyncMode.INTERVAL and self._interval_sync is None:
+            loop = asyncio.get_running_loop()
+            self._interval_sync = loop.call_later(
+                self.policy.interval_ms / 1000, self._start_interval_sync
+            )
+
+    def _start_interval_sync(self) -> None:
+        self._interval_sync = None
+        task = asyncio.get_running_loop().create_task(self.sync())
+        task.add_done_callback(_log_background_failure)
+
+    async def sync(self) -> None:
+        """fsync now, after every write queued before this call."""
+        async with self._exclusive:
+            await asyncio.to_thread(self._target.sync)
+            self.fsyncs += 1
+
+    def exclusive(self) -> asyncio.Lock:
+        """Hold this to run maintenance (truncate, retention) with no write or fsync running."""
+        return self._exclusive
+
+    async def close(self) -> None:
+        """Finish everything submitted, fsync once more, and refuse new submissions."""
+        self._closed = True
+        if self._flusher is not None:
+            await self._flusher
+        if self._interval_sync is not None:
+            self._interval_sync.cancel()
+            self._interval_sync = None
+        await self.sync()
+
+
+def _log_background_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("interval fsync failed", exc_info=task.exception())

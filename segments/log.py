@@ -1,0 +1,407 @@
+"""The log: an ordered list of segments in one directory, with dense offsets.
+
+Theory of operation. Appends go to the last (active) segment; when it would
+pass `segment_bytes_max`, or its first record is older than `segment_ms_max`,
+it is sealed (fsynced, index files written) and a new segment starts at the
+next offset, named after it. Reads find the segment by its base offset and the
+batch by the sparse index. Retention removes whole segments from the front;
+replication truncates from the back.
+
+Opening takes the directory's lock, lists the segments and recovers only the
+active one (older ones were sealed durably when they were rolled), so the
+time to open does not grow with the size of the log.
+
+Invariants:
+- segments are contiguous: each one's base offset is the previous one's next offset;
+- `log_start_offset` = first segment's base, `next_offset` = active segment's next;
+- only the active segment can have a torn tail, and recovery cuts it;
+- a failed write (ENOSPC, EIO) leaves the log exactly as it was before the call.
+
+The log is not thread-safe: one owner (an event loop) calls it; only `sync`
+may run on another thread while the owner waits (see GroupCommitter).
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import NamedTuple
+
+from segments.errors import (
+    LogClosedError,
+    NonSequentialBatchError,
+    OffsetDeletedError,
+    OffsetOutOfRangeError,
+)
+from segments.filesystem import DirectoryLock, FileSystem
+from segments.record_batch import (
+    Compression,
+    LogRecord,
+    Record,
+    RecordBatch,
+    encode_batch,
+)
+from segments.segment import NAME_DIGITS, BatchMeta, Segment
+
+MAX_SEGMENT_BYTES = 1 << 31  # positions in the index are u32; leave room for one batch
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes_max: int = 64 << 20
+    segment_ms_max: int | None = None
+    index_interval_bytes: int = 4096
+    compression: Compression = Compression.NONE
+    # Sealed segments whose file handle and indexes stay loaded at once.
+    open_sealed_segments_max: int = 8
+
+    def __post_init__(self) -> None:
+        if not 0 < self.segment_bytes_max <= MAX_SEGMENT_BYTES:
+            raise ValueError(f"segment_bytes_max must be in (0, {MAX_SEGMENT_BYTES}]")
+        if self.index_interval_bytes <= 0:
+            raise ValueError("index_interval_bytes must be positive")
+        if self.segment_ms_max is not None and self.segment_ms_max <= 0:
+            raise ValueError("segment_ms_max must be positive")
+        if self.open_sealed_segments_max < 1:
+            raise ValueError("open_sealed_segments_max must be at least 1")
+
+
+class AppendResult(NamedTuple):
+    """Offsets given to one append: `[base_offset, next_offset)`."""
+
+    base_offset: int
+    next_offset: int
+
+
+class RecoveryReport(NamedTuple):
+    segment_count: int
+    scanned_bytes: int
+    truncated_bytes: int
+
+
+class Log:
+    def __init__(
+        self, fs: FileSystem, directory: str, config: LogConfig, lock: DirectoryLock
+    ) -> None:
+        self.fs = fs
+        self.directory = directory
+        self.config = config
+        self._lock: DirectoryLock | None = lock
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._open_sealed: OrderedDict[int, Segment] = OrderedDict()
+        self.recovery = RecoveryReport(0, 0, 0)
+
+    @classmethod
+    def open(
+        cls,
+        fs: FileSystem,
+        directory: str,
+        config: LogConfig | None = None,
+        initial_offset: int = 0,
+    ) -> Log:
+        """Open or create the log in `directory`, recovering the active segment."""
+        fs.makedirs(directory)
+        lock = fs.lock_dir(directory)
+        log = cls(fs, directory, config or LogConfig(), lock)
+        try:
+            log._load(initial_offset)
+        except BaseException:
+            lock.release()
+            raise
+        return log
+
+    def _load(self, initial_offset: int) -> None:
+        bases = self._scan_directory()
+        interval = self.config.index_interval_bytes
+        if not bases:
+            self._add_segment(Segment.create(self.fs, self.directory, initial_offset, interval))
+            self.fs.sync_dir(self.directory)
+            return
+        for base, following in pairwise(bases):
+            self._add_segment(Segment.sealed(self.fs, self.directory, base, following, interval))
+        active, truncated = Segment.recover(self.fs, self.directory, bases[-1], interval)
+        self._add_segment(active)
+        self.recovery = RecoveryReport(len(bases), active.size + truncated, truncated)
+
+    def _scan_directory(self) -> list[int]:
+        """Base offsets of the segments; removes index files left without their data."""
+        names = self.fs.listdir(self.directory)
+        bases: list[int] = []
+        for name in names:
+            stem, dot, suffix = name.partition(".")
+            if dot and suffix == "log" and len(stem) == NAME_DIGITS and stem.isdigit():
+                bases.append(int(stem))
+        known = set(bases)
+        for name in names:
+            stem, _, suffix = name.partition(".")
+            if suffix in ("index", "timeindex") and stem.isdigit() and int(stem) not in known:
+                self.fs.remove(os.path.join(self.directory, name))
+        return sorted(bases)
+
+    def _add_segment(self, segment: Segment) -> None:
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    # ------------------------------------------------------------- properties
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def next_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    @property
+    def closed(self) -> bool:
+        return self._lock is None
+
+    def _check_open(self) -> None:
+        if self._lock is None:
+            raise LogClosedError(f"log {self.directory} is closed")
+
+    # ----------------------------------------------------------------- appends
+
+    def append(self, records: Sequence[Record], now_ms: int | None = None) -> AppendResult:
+        """Append `records` as one batch; durable only after `sync` (see GroupCommitter)."""
+        return self.append_group([records], now_ms)[0]
+
+    def append_group(
+        self, groups: Sequence[Sequence[Record]], now_ms: int | None = None
+    ) -> list[AppendResult]:
+        """Append each group as one batch, all of them in one write; all or nothing."""
+        self._check_open()
+        offset = self.next_offset
+        encoded: list[bytes] = []
+        metas: list[BatchMeta] = []
+        results: list[AppendResult] = []
+        for records in groups:
+            data = encode_batch(offset, records, self.config.compression)
+            first_ts = records[0].timestamp_ms
+            max_ts = max(record.timestamp_ms for record in records)
+            metas.append(BatchMeta(offset, len(records), first_ts, max_ts, len(data)))
+            encoded.append(data)
+            results.append(AppendResult(offset, offset + len(records)))
+            offset += len(records)
+        if not metas:
+            return results
+        now = now_ms if now_ms is not None else max(meta.max_timestamp_ms for meta in metas)
+        data = b"".join(encoded)
+        self._maybe_roll(len(data), now)
+        self._segments[-1].append_encoded(data, metas)
+        return results
+
+    def append_raw_batch(self, data: bytes) -> AppendResult:
+        """Append a batch encoded elsewhere (a replica copying its leader), validated first."""
+        self._check_open()
+        batch = RecordBatch(data)
+        if batch.base_offset != self.next_offset:
+            raise NonSequentialBatchError(batch.base_offset, self.next_offset)
+        self._maybe_roll(batch.size, batch.max_timestamp_ms)
+        meta = BatchMeta(batch.base_offset, batch.record_count, batch.first_timestamp_ms,
+                         batch.max_timestamp_ms, batch.size)
+        self._segments[-1].append_encoded(data, [meta])
+        return AppendResult(batch.base_offset, batch.next_offset)
+
+    def _maybe_roll(self, incoming_bytes: int, now_ms: int) -> None:
+        active = self._segments[-1]
+        if active.size == 0:
+            return
+        too_big = active.size + incoming_bytes > self.config.segment_bytes_max
+        too_old = (
+            self.config.segment_ms_max is not None
+            and active.first_timestamp_ms is not None
+            and now_ms - active.first_timestamp_ms >= self.config.segment_ms_max
+        )
+        if too_big or too_old:
+            self.roll()
+
+    def roll(self) -> None:
+        """Seal the active segment and start a new one at `next_offset` (no-op if empty)."""
+        self._check_open()
+        active = self._segments[-1]
+        if active.size == 0:
+            return
+        active.seal()
+        active.release_indexes()
+        self._remember_sealed(active)
+        interval = self.config.index_interval_bytes
+        self._add_segment(Segment.create(self.fs, self.directory, active.next_offset, interval))
+        self.fs.sync_dir(self.directory)
+
+    def sync(self) -> None:
+        """fsync the active segment: everything appended so far becomes durable."""
+        self._check_open()
+        self._segments[-1].sync()
+
+    # ------------------------------------------------------------------- reads
+
+    def read(self, offset: int, max_bytes: int = 1 << 20) -> list[LogRecord]:
+        """Records from `offset` on, about `max_bytes` of them (at least one if any)."""
+        records: list[LogRecord] = []
+        for batch in self.read_batches(offset, max_bytes):
+            decoded = batch.records()
+            if batch.base_offset < offset:
+                decoded = decoded[offset - batch.base_offset :]
+            records.extend(decoded)
+        return records
+
+    def read_batches(self, offset: int, max_bytes: int = 1 << 20) -> list[RecordBatch]:
+        """Whole batches from the one holding `offset`, about `max_bytes` of them."""
+        self._check_open()
+        self._check_readable(offset)
+        batches: list[RecordBatch] = []
+        total = 0
+        slot = bisect_right(self._bases, offset) - 1
+        while offset < self.next_offset and total < max_bytes and slot < len(self._segments):
+            segment = self._use(slot)
+            if offset < segment.next_offset:
+                try:
+                    found = segment.read_batches(offset, max_bytes - total)
+                except Exception:
+                    if batches:
+                        break  # return what was read before the damage
+                    raise
+                if not found:
+                    break
+                batches.extend(found)
+                total += sum(batch.size for batch in found)
+                offset = found[-1].next_offset
+                if offset < segment.next_offset:
+                    break  # the segment stopped early: budget spent or damage ahead
+            slot += 1
+        return batches
+
+    def _check_readable(self, offset: int) -> None:
+        if offset < self.log_start_offset:
+            if offset >= 0 and self.log_start_offset > 0:
+                raise OffsetDeletedError(offset, self.log_start_offset, self.next_offset)
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.next_offset)
+        if offset > self.next_offset:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.next_offset)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int:
+        """The first offset whose record timestamp is >= `timestamp_ms` (else `next_offset`)."""
+        self._check_open()
+        for slot in range(len(self._segments)):
+            found = self._use(slot).offset_for_timestamp(timestamp_ms)
+            if found is not None:
+                return found
+        return self.next_offset
+
+    def _use(self, slot: int) -> Segment:
+        segment = self._segments[slot]
+        if slot != len(self._segments) - 1:
+            self._remember_sealed(segment)
+        return segment
+
+    def _remember_sealed(self, segment: Segment) -> None:
+        """Keep a bounded number of sealed segments' handles and indexes loaded."""
+        self._open_sealed[segment.base_offset] = segment
+        self._open_sealed.move_to_end(segment.base_offset)
+        while len(self._open_sealed) > self.config.open_sealed_segments_max:
+            _, evicted = self._open_sealed.popitem(last=False)
+            evicted.close()
+            evicted.release_indexes()
+
+    # ----------------------------------------------------------- shortening
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every record at or past `offset` (a replica dropping a divergent tail).
+
+        Afterwards everything kept is durable, so a replica can report its end.
+        """
+        self._check_open()
+        if not self.log_start_offset <= offset <= self.next_offset:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.next_offset)
+        if offset == self.next_offset:
+            self.sync()
+            return
+        reactivated = False
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            self._drop_last_segment()
+            reactivated = True
+        active = self._segments[-1]
+        if reactivated:
+            self._open_sealed.pop(active.base_offset, None)
+            active.reactivate()
+        straddling = active.truncate_to(offset)
+        if straddling is not None:
+            kept = [Record(r.value, r.timestamp_ms, r.key, r.headers)
+                    for r in straddling.records() if r.offset < offset]
+            compression = Compression(straddling.flags & 0x3)
+            data = encode_batch(straddling.base_offset, kept, compression)
+            meta = BatchMeta(straddling.base_offset, len(kept), kept[0].timestamp_ms,
+                             max(r.timestamp_ms for r in kept), len(data))
+            active.append_encoded(data, [meta])
+        active.sync()
+        self.fs.sync_dir(self.directory)
+
+    def _drop_last_segment(self) -> None:
+        segment = self._segments.pop()
+        self._bases.pop()
+        self._open_sealed.pop(segment.base_offset, None)
+        segment.delete()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and make `offset` its start (a replica far behind its leader)."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError("offsets are never negative")
+        while self._segments:
+            self._drop_last_segment()
+        interval = self.config.index_interval_bytes
+        self._add_segment(Segment.create(self.fs, self.directory, offset, interval))
+        self.fs.sync_dir(self.directory)
+
+    def delete_before(self, offset: int) -> int:
+        """Delete whole segments whose records are all below `offset`; return how many.
+
+        If the active segment is entirely below `offset` it is rolled first, so an
+        idle, fully consumed queue gives its space back.
+        """
+        self._check_open()
+        active = self._segments[-1]
+        if active.size and active.next_offset <= offset:
+            self.roll()
+        deleted = 0
+        while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
+            segment = self._segments.pop(0)
+            self._bases.pop(0)
+            self._open_sealed.pop(segment.base_offset, None)
+            segment.delete()
+            deleted += 1
+        if deleted:
+            self.fs.sync_dir(self.directory)
+        return deleted
+
+    # ---------------------------------------------------------------- closing
+
+    def close(self) -> None:
+        """Sync and release everything; the log cannot be used afterwards."""
+        if self._lock is None:
+            return
+        try:
+            self._segments[-1].sync()
+        finally:
+            for segment in self._segments:
+                segment.close()
+            self._open_sealed.clear()
+            self._lock.release()
+            self._lock = None

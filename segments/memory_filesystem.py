@@ -1,0 +1,427 @@
+"""An in-memory `FileSystem` that can lose power, for deterministic simulation tests.
+
+Theory of operation. Every piece of state exists twice: as the *current* view
+that reads see, and as the *durable* view that survives a crash. The gap
+between the two is an ordered list of pending operations.
+
+* A file (inode) has durable content plus pending content operations: appends
+  (bytes) and truncations (a size). `handle.sync()` replays them onto the
+  durable content. Invariant: durable content + every pending op == current.
+* A directory has a durable name->inode mapping plus pending namespace
+  operations (create, remove, rename). `sync_dir` commits them. Invariant:
+  durable mapping + every pending op == current mapping.
+* Namespace operations behave like a journal. A rename between two
+  directories is a single entry pending in both; committing it through either
+  directory (by `sync_dir` or by a crash keeping it) commits it, and every
+  entry before it, in both directories. Hence a rename is always atomic: the
+  destination holds either the old or the new inode, and the file is never
+  in both places nor lost. Directories themselves are durable on `makedirs`.
+
+`crash(rng)` keeps, per directory, the durable mapping plus a random prefix
+of its pending operations (closed over renames as above); then, per surviving
+inode, the durable content plus a random prefix of its pending operations,
+where the last kept op, if an append, is torn half of the time. Afterwards everything is durable,
+every handle is closed and every lock released. All random draws happen in
+sorted path order, so a seed fully determines the outcome.
+
+Simplifications: `capacity_bytes` counts the bytes of linked files only (an
+open handle on a removed file writes for free), and directories cannot be
+renamed or removed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import os
+import posixpath
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from segments.errors import DataDirLockedError
+
+if TYPE_CHECKING:
+    from segments.filesystem import FileSystem
+
+# An append (the bytes written) or a truncation (the new size).
+_ContentOp = bytes | int
+
+
+def _apply_content(buffer: bytearray, op: _ContentOp) -> None:
+    if isinstance(op, bytes):
+        buffer += op
+    elif op <= len(buffer):
+        del buffer[op:]
+    else:
+        buffer.extend(bytes(op - len(buffer)))
+
+
+def _error(error_type: type[OSError], code: int, path: str) -> OSError:
+    return error_type(code, os.strerror(code), path)
+
+
+@dataclass(eq=False)
+class _Inode:
+    current: bytearray = field(default_factory=bytearray)
+    durable: bytearray = field(default_factory=bytearray)
+    pending: list[_ContentOp] = field(default_factory=list)
+    # Only linked inodes count against the capacity.
+    linked: bool = True
+
+    def sync(self) -> None:
+        for op in self.pending:
+            _apply_content(self.durable, op)
+        self.pending.clear()
+
+    def recover(self, rng: random.Random | None) -> None:
+        """Replace the current content by what a power loss leaves on disk."""
+        if rng is not None and self.pending:
+            kept = self.pending[: rng.randint(0, len(self.pending))]
+            last = kept[-1] if kept else None
+            # Half of the time the last write completes, so crashes also land
+            # cleanly between writes rather than almost always inside one.
+            if isinstance(last, bytes) and last and rng.randrange(2):
+                kept[-1] = last[: rng.randrange(len(last))]
+            for op in kept:
+                _apply_content(self.durable, op)
+        self.pending.clear()
+        self.current = bytearray(self.durable)
+
+
+@dataclass(eq=False)
+class _Link:
+    """Create `name` (inode set) or remove it (inode None)."""
+
+    seq: int
+    directory: str
+    name: str
+    inode: _Inode | None
+
+
+@dataclass(eq=False)
+class _Rename:
+    seq: int
+    source_dir: str
+    source_name: str
+    destination_dir: str
+    destination_name: str
+    inode: _Inode
+
+
+_NamespaceOp = _Link | _Rename
+
+
+@dataclass(eq=False)
+class _Directory:
+    current: dict[str, _Inode] = field(default_factory=dict)
+    durable: dict[str, _Inode] = field(default_factory=dict)
+    pending: list[_NamespaceOp] = field(default_factory=list)
+    subdirs: set[str] = field(default_factory=set)
+
+
+class MemoryFileHandle:
+    """A handle on an inode; it keeps working after the file is removed, like POSIX."""
+
+    def __init__(self, fs: MemoryFileSystem, inode: _Inode, path: str) -> None:
+        self._fs = fs
+        self._inode = inode
+        self._path = path
+        # A crash bumps the file system's epoch, which closes every older handle.
+        self._epoch = fs._epoch
+        self._closed = False
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def _live(self) -> _Inode:
+        if self._closed or self._epoch != self._fs._epoch:
+            raise ValueError(f"I/O operation on closed file {self._path}")
+        return self._inode
+
+    def size(self) -> int:
+        return len(self._live().current)
+
+    def append(self, data: bytes) -> None:
+        self._fs._append(self._live(), self._path, data)
+
+    def read_at(self, position: int, length: int) -> bytes:
+        inode = self._live()
+        if position < 0 or length < 0:
+            raise _error(OSError, errno.EINVAL, self._path)
+        return bytes(inode.current[position : position + length])
+
+    def truncate(self, size: int) -> None:
+        self._fs._truncate(self._live(), self._path, size)
+
+    def sync(self) -> None:
+        inode = self._live()
+        self._fs._check_sync(self._path)
+        inode.sync()
+
+    def close(self) -> None:
+        self._closed = True
+
+
+class MemoryDirectoryLock:
+    def __init__(self, fs: MemoryFileSystem, path: str) -> None:
+        self._fs = fs
+        self.path = path
+
+    def release(self) -> None:
+        self._fs._release(self)
+
+
+class MemoryFileSystem:
+    """Files in memory with explicit durability; see the module docstring."""
+
+    def __init__(self, capacity_bytes: int | None = None) -> None:
+        self._capacity = capacity_bytes
+        self._used = 0
+        self._epoch = 0
+        self._seq = 0
+        self._dirs: dict[str, _Directory] = {"/": _Directory(), ".": _Directory()}
+        self._locks: dict[str, MemoryDirectoryLock] = {}
+        self.fail_sync = False
+        """When set, `handle.sync()` and `sync_dir` raise EIO and make nothing durable."""
+
+    def open(self, path: str) -> MemoryFileHandle:
+        path = posixpath.normpath(path)
+        parent_path, parent, name = self._locate(path)
+        inode = parent.current.get(name)
+        if inode is None:
+            inode = _Inode()
+            parent.current[name] = inode
+            parent.pending.append(_Link(self._next_seq(), parent_path, name, inode))
+        return MemoryFileHandle(self, inode, path)
+
+    def exists(self, path: str) -> bool:
+        path = posixpath.normpath(path)
+        if path in self._dirs:
+            return True
+        parent = self._dirs.get(posixpath.dirname(path) or ".")
+        return parent is not None and posixpath.basename(path) in parent.current
+
+    def file_size(self, path: str) -> int:
+        return len(self._file(path).current)
+
+    def listdir(self, path: str) -> list[str]:
+        directory = self._directory(posixpath.normpath(path))
+        return sorted([*directory.current, *directory.subdirs])
+
+    def makedirs(self, path: str) -> None:
+        path = posixpath.normpath(path)
+        if path in self._dirs:
+            return
+        parent_path = posixpath.dirname(path) or "."
+        self.makedirs(parent_path)
+        parent = self._dirs[parent_path]
+        name = posixpath.basename(path)
+        if name in parent.current:
+            raise _error(FileExistsError, errno.EEXIST, path)
+        self._dirs[path] = _Directory()
+        parent.subdirs.add(name)
+
+    def remove(self, path: str) -> None:
+        path = posixpath.normpath(path)
+        parent_path, parent, name = self._locate(path)
+        inode = parent.current.pop(name, None)
+        if inode is None:
+            raise _error(FileNotFoundError, errno.ENOENT, path)
+        self._unlink(inode)
+        parent.pending.append(_Link(self._next_seq(), parent_path, name, None))
+
+    def rename(self, source: str, destination: str) -> None:
+        source = posixpath.normpath(source)
+        destination = posixpath.normpath(destination)
+        inode = self._file(source)  # renaming a directory is not modelled
+        source_path, source_dir, source_name = self._locate(source)
+        target_path, target_dir, target_name = self._locate(destination)
+        if source == destination:
+            return
+        replaced = target_dir.current.get(target_name)
+        if replaced is not None:
+            self._unlink(replaced)
+        del source_dir.current[source_name]
+        target_dir.current[target_name] = inode
+        op = _Rename(self._next_seq(), source_path, source_name, target_path, target_name, inode)
+        source_dir.pending.append(op)
+        if target_path != source_path:
+            target_dir.pending.append(op)
+
+    def sync_dir(self, path: str) -> None:
+        path = posixpath.normpath(path)
+        directory = self._directory(path)
+        self._check_sync(path)
+        cuts = dict.fromkeys(self._dirs, 0)
+        cuts[path] = len(directory.pending)
+        self._commit_namespace(cuts)
+
+    def lock_dir(self, path: str) -> MemoryDirectoryLock:
+        normalised = posixpath.normpath(path)
+        self._directory(normalised)
+        if normalised in self._locks:
+            raise DataDirLockedError(path)
+        # RealFileSystem leaves a ".lock" file behind; listing code must cope with it.
+        self.open(posixpath.join(normalised, ".lock")).close()
+        lock = MemoryDirectoryLock(self, normalised)
+        self._locks[normalised] = lock
+        return lock
+
+    def set_capacity(self, capacity_bytes: int | None) -> None:
+        """Limit the total bytes of all files; None means unlimited."""
+        self._capacity = capacity_bytes
+
+    @property
+    def used_bytes(self) -> int:
+        return self._used
+
+    def snapshot_bytes(self, path: str) -> bytes:
+        """The current content of `path`, as reads see it."""
+        return bytes(self._file(path).current)
+
+    def durable_bytes(self, path: str) -> bytes:
+        """The synced content of the inode now at `path` (ignores namespace durability)."""
+        return bytes(self._file(path).durable)
+
+    def crash(self, rng: random.Random) -> None:
+        """Lose power: keep durable state plus random prefixes of pending state."""
+        self._power_loss(rng)
+
+    def crash_losing_all_unsynced(self) -> None:
+        """Lose power and every unsynced operation: only durable state survives."""
+        self._power_loss(None)
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _directory(self, path: str) -> _Directory:
+        directory = self._dirs.get(path)
+        if directory is None:
+            if self.exists(path):
+                raise _error(NotADirectoryError, errno.ENOTDIR, path)
+            raise _error(FileNotFoundError, errno.ENOENT, path)
+        return directory
+
+    def _locate(self, path: str) -> tuple[str, _Directory, str]:
+        """The parent directory's path and state, and the file's name within it."""
+        parent_path = posixpath.dirname(path) or "."
+        parent = self._dirs.get(parent_path)
+        if parent is None:
+            raise _error(FileNotFoundError, errno.ENOENT, path)
+        if path in self._dirs:
+            raise _error(IsADirectoryError, errno.EISDIR, path)
+        return parent_path, parent, posixpath.basename(path)
+
+    def _file(self, path: str) -> _Inode:
+        path = posixpath.normpath(path)
+        _, parent, name = self._locate(path)
+        inode = parent.current.get(name)
+        if inode is None:
+            raise _error(FileNotFoundError, errno.ENOENT, path)
+        return inode
+
+    def _unlink(self, inode: _Inode) -> None:
+        inode.linked = False
+        self._used -= len(inode.current)
+
+    def _room(self, inode: _Inode) -> int | None:
+        if self._capacity is None or not inode.linked:
+            return None
+        return max(0, self._capacity - self._used)
+
+    def _append(self, inode: _Inode, path: str, data: bytes) -> None:
+        room = self._room(inode)
+        written = bytes(data) if room is None or room >= len(data) else bytes(data[:room])
+        if written:
+            inode.current += written
+            inode.pending.append(written)
+            if inode.linked:
+                self._used += len(written)
+        if len(written) < len(data):
+            raise _error(OSError, errno.ENOSPC, path)
+
+    def _truncate(self, inode: _Inode, path: str, size: int) -> None:
+        if size < 0:
+            raise _error(OSError, errno.EINVAL, path)
+        growth = size - len(inode.current)
+        room = self._room(inode)
+        if room is not None and growth > room:
+            raise _error(OSError, errno.ENOSPC, path)
+        _apply_content(inode.current, size)
+        inode.pending.append(size)
+        if inode.linked:
+            self._used += growth
+
+    def _check_sync(self, path: str) -> None:
+        if self.fail_sync:
+            raise _error(OSError, errno.EIO, path)
+
+    def _release(self, lock: MemoryDirectoryLock) -> None:
+        # Identity check: a lock from before a crash must not free its successor.
+        if self._locks.get(lock.path) is lock:
+            del self._locks[lock.path]
+
+    def _close_over_renames(self, cuts: dict[str, int]) -> None:
+        """Grow `cuts` until every kept rename is kept, with its predecessors, in both dirs."""
+        changed = True
+        while changed:
+            changed = False
+            for path in sorted(cuts):
+                for op in self._dirs[path].pending[: cuts[path]]:
+                    if not isinstance(op, _Rename):
+                        continue
+                    for other in (op.source_dir, op.destination_dir):
+                        pending = self._dirs[other].pending
+                        needed = bisect.bisect_right(pending, op.seq, key=lambda o: o.seq)
+                        if cuts[other] < needed:
+                            cuts[other] = needed
+                            changed = True
+
+    def _commit_namespace(self, cuts: dict[str, int]) -> None:
+        """Make the first `cuts[path]` pending ops of every directory durable."""
+        self._close_over_renames(cuts)
+        committed: dict[int, _NamespaceOp] = {}
+        for path, cut in cuts.items():
+            pending = self._dirs[path].pending
+            committed.update((op.seq, op) for op in pending[:cut])
+            del pending[:cut]
+        # Replaying in global order keeps a name removed and re-created in order.
+        for seq in sorted(committed):
+            op = committed[seq]
+            if isinstance(op, _Link) and op.inode is not None:
+                self._dirs[op.directory].durable[op.name] = op.inode
+            elif isinstance(op, _Link):
+                self._dirs[op.directory].durable.pop(op.name, None)
+            else:
+                self._dirs[op.source_dir].durable.pop(op.source_name, None)
+                self._dirs[op.destination_dir].durable[op.destination_name] = op.inode
+
+    def _power_loss(self, rng: random.Random | None) -> None:
+        cuts = {
+            path: rng.randint(0, len(self._dirs[path].pending)) if rng is not None else 0
+            for path in sorted(self._dirs)
+        }
+        self._commit_namespace(cuts)
+        for directory in self._dirs.values():
+            for inode in directory.current.values():
+                inode.linked = False
+        self._used = 0
+        for path in sorted(self._dirs):
+            directory = self._dirs[path]
+            directory.pending.clear()
+            directory.current = dict(directory.durable)
+            for name in sorted(directory.current):
+                inode = directory.current[name]
+                inode.recover(rng)
+                inode.linked = True
+                self._used += len(inode.current)
+        self._epoch += 1
+        self._locks.clear()
+
+
+if TYPE_CHECKING:
+    # mypy does not check the tests, so conformance to the protocol is asserted here.
+    _conforms: FileSystem = MemoryFileSystem()

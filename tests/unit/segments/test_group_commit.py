@@ -1,0 +1,130 @@
+import asyncio
+import errno
+from collections.abc import Sequence
+
+import pytest
+
+from segments.errors import DiskFullError, LogClosedError
+from segments.group_commit import FsyncMode, FsyncPolicy, GroupCommitter
+from segments.log import AppendResult, Log
+from segments.memory_filesystem import MemoryFileSystem
+from segments.record_batch import Record
+
+
+class CountingTarget:
+    """Records every group and sync, and how many appends were outstanding at each sync."""
+
+    def __init__(self) -> None:
+        self.groups: list[list[int]] = []
+        self.syncs = 0
+        self.written: list[int] = []
+        self.durable: list[int] = []
+        self.fail_next_append: OSError | None = None
+
+    def append_group(self, items: Sequence[int]) -> list[int]:
+        if self.fail_next_append is not None:
+            error, self.fail_next_append = self.fail_next_append, None
+            raise error
+        self.groups.append(list(items))
+        self.written.extend(items)
+        return [item * 10 for item in items]
+
+    def sync(self) -> None:
+        self.syncs += 1
+        self.durable = list(self.written)
+
+
+def test_policy_parsing() -> None:
+    assert FsyncPolicy.parse("always").mode is FsyncMode.ALWAYS
+    assert FsyncPolicy.parse("never").mode is FsyncMode.NEVER
+    assert FsyncPolicy.parse("interval:250") == FsyncPolicy(FsyncMode.INTERVAL, 250)
+    assert str(FsyncPolicy.parse("interval:250")) == "interval:250"
+    for bad in ("sometimes", "interval:", "interval:0", "interval:x", "always:3"):
+        with pytest.raises(ValueError, match="fsync policy"):
+            FsyncPolicy.parse(bad)
+
+
+async def test_concurrent_submitters_share_writes_and_fsyncs() -> None:
+    target = CountingTarget()
+    committer: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("always"))
+
+    async def submitter(first: int) -> list[int]:
+        results = []
+        for i in range(first, first + 20):
+            result = await committer.submit(i)
+            assert i in target.durable  # resolved only once fsynced
+            results.append(result)
+        return results
+
+    results = await asyncio.gather(*(submitter(k * 1000) for k in range(64)))
+    assert results[3] == [(3000 + i) * 10 for i in range(20)]
+    assert sum(len(g) for g in target.groups) == 64 * 20
+    assert target.syncs <= 40  # 1280 appends, a few dozen groups at most
+    assert max(len(g) for g in target.groups) >= 32
+
+
+async def test_never_policy_resolves_without_fsync() -> None:
+    target = CountingTarget()
+    committer: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("never"))
+    assert await committer.submit(1) == 10
+    assert target.syncs == 0
+    await committer.close()
+    assert target.syncs == 1  # close makes everything durable
+
+
+async def test_interval_policy_fsyncs_soon_after_a_write() -> None:
+    target = CountingTarget()
+    committer: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("interval:20"))
+    await committer.submit(1)
+    await committer.submit(2)
+    assert target.syncs == 0
+    await asyncio.sleep(0.1)
+    assert target.syncs == 1
+    assert target.durable == [1, 2]
+    await committer.close()
+
+
+async def test_a_failed_group_fails_only_its_own_items() -> None:
+    target = CountingTarget()
+    committer: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("always"))
+    target.fail_next_append = OSError(errno.EIO, "boom")
+    first = asyncio.ensure_future(committer.submit(1))
+    with pytest.raises(OSError, match="boom"):
+        await first
+    assert await committer.submit(2) == 20
+
+
+async def test_submissions_are_bounded() -> None:
+    target = CountingTarget()
+    committer: GroupCommitter[int, int] = GroupCommitter(
+        target, FsyncPolicy.parse("always"), group_items_max=4, pending_items_max=8
+    )
+    results = await asyncio.gather(*(committer.submit(i) for i in range(100)))
+    assert results == [i * 10 for i in range(100)]
+    assert max(len(g) for g in target.groups) <= 4
+
+
+async def test_closed_committer_refuses_submissions() -> None:
+    committer: GroupCommitter[int, int] = GroupCommitter(CountingTarget(), FsyncPolicy())
+    await committer.close()
+    with pytest.raises(LogClosedError):
+        await committer.submit(1)
+
+
+async def test_with_a_real_log_disk_full_is_reported_per_group() -> None:
+    fs = MemoryFileSystem()
+    log = Log.open(fs, "/q")
+    committer: GroupCommitter[Sequence[Record], AppendResult] = GroupCommitter(
+        log, FsyncPolicy.parse("always")
+    )
+    assert (await committer.submit([Record(b"a", 1)])).base_offset == 0
+    fs.set_capacity(fs.used_bytes + 10)
+    with pytest.raises(DiskFullError):
+        await committer.submit([Record(b"b" * 100, 2)])
+    fs.set_capacity(None)
+    assert (await committer.submit([Record(b"c", 3)])).base_offset == 1
+    await committer.close()
+    fs.crash_losing_all_unsynced()
+    reopened = Log.open(fs, "/q")
+    assert [r.value for r in reopened.read(0)] == [b"a", b"c"]
+    reopened.close()
