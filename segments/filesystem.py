@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+from collections.abc import Sequence
 from typing import Protocol
 
 from segments.errors import DataDirLockedError
@@ -34,6 +35,10 @@ class FileHandle(Protocol):
 
     def append(self, data: bytes) -> None:
         """Write `data` at the end. On error part of it may have been written."""
+        ...
+
+    def append_parts(self, parts: Sequence[bytes]) -> None:
+        """Write `parts` at the end, back to back, without joining them first."""
         ...
 
     def read_at(self, position: int, length: int) -> bytes:
@@ -98,6 +103,9 @@ def write_file_atomically(fs: FileSystem, path: str, data: bytes) -> None:
     fs.sync_dir(os.path.dirname(path) or ".")
 
 
+_IOV_MAX = 1024
+
+
 class RealFileHandle:
     """A file descriptor opened O_APPEND; reads use pread so they never move the write end."""
 
@@ -114,14 +122,30 @@ class RealFileHandle:
         return self._size
 
     def append(self, data: bytes) -> None:
-        view = memoryview(data)
+        self.append_parts((data,))
+
+    def append_parts(self, parts: Sequence[bytes]) -> None:
+        total = sum(map(len, parts))
         try:
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
-        finally:
-            # After a short write or an error the cached size must be re-read.
+            written = os.writev(self._fd, parts) if len(parts) <= _IOV_MAX else 0
+            if written != total:
+                self._write_rest(parts, written)
+        except BaseException:
+            # After a short write or an error the size must be read back.
             self._size = os.fstat(self._fd).st_size
+            raise
+        self._size += total
+
+    def _write_rest(self, parts: Sequence[bytes], written: int) -> None:
+        """Finish a short or oversized writev, part by part."""
+        pending = [memoryview(part) for part in parts if part]
+        while pending:
+            while pending and written >= len(pending[0]):
+                written -= len(pending[0])
+                pending.pop(0)
+            if pending:
+                pending[0] = pending[0][written:]
+                written = os.writev(self._fd, pending[:_IOV_MAX])
 
     def read_at(self, position: int, length: int) -> bytes:
         return os.pread(self._fd, length, position)
@@ -131,7 +155,9 @@ class RealFileHandle:
         self._size = size
 
     def sync(self) -> None:
-        os.fsync(self._fd)
+        # fdatasync also flushes the file size, which is all the metadata an
+        # append-only file needs to read its data back; it skips mtime updates.
+        os.fdatasync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -25,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -71,6 +73,9 @@ class FsyncPolicy:
 
 
 class GroupAppendable(Protocol[ItemT_contra, ResultT_co]):
+    """What the committer drives. A target may also expose `has_unconfirmed_seals`
+    (see Log) to ask for a background sync under the `never` policy."""
+
     def append_group(self, items: Sequence[ItemT_contra]) -> Sequence[ResultT_co]: ...
 
     def sync(self) -> None: ...
@@ -88,10 +93,14 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self.policy = policy
         self._group_items_max = group_items_max
         self._pending: list[tuple[ItemT, asyncio.Future[ResultT]]] = []
-        self._room = asyncio.Semaphore(pending_items_max)
+        self._pending_items_max = pending_items_max
+        self._in_flight = 0
+        self._room_waiters: deque[asyncio.Future[None]] = deque()
+        # One thread is enough: fsyncs of one target are serial anyway.
+        self._fsync_thread = ThreadPoolExecutor(1, thread_name_prefix="fsync")
         self._flusher: asyncio.Task[None] | None = None
         self._exclusive = asyncio.Lock()
-        self._interval_sync: asyncio.TimerHandle | None = None
+        self._interval_sync: asyncio.Handle | None = None
         self._closed = False
         self.groups_written = 0
         self.fsyncs = 0
@@ -100,12 +109,24 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         """Append `item`; returns once it is durable under the policy."""
         if self._closed:
             raise LogClosedError("the group committer is closed")
-        async with self._room:
-            future: asyncio.Future[ResultT] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        while self._in_flight >= self._pending_items_max:
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._room_waiters.append(waiter)
+            await waiter
+        self._in_flight += 1
+        try:
+            future: asyncio.Future[ResultT] = loop.create_future()
             self._pending.append((item, future))
             if self._flusher is None or self._flusher.done():
-                self._flusher = asyncio.create_task(self._flush_pending())
+                self._flusher = loop.create_task(self._flush_pending())
             return await future
+        finally:
+            self._in_flight -= 1
+            if self._room_waiters:
+                waiter = self._room_waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def _flush_pending(self) -> None:
         async with self._exclusive:
@@ -119,8 +140,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             results = self._target.append_group([item for item, _ in group])
             self.groups_written += 1
             if self.policy.mode is FsyncMode.ALWAYS:
-                await asyncio.to_thread(self._target.sync)
-                self.fsyncs += 1
+                await self._sync_off_loop()
         except Exception as error:
             for _, future in group:
                 if not future.done():
@@ -129,11 +149,18 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         for (_, future), result in zip(group, results, strict=True):
             if not future.done():
                 future.set_result(result)
-        if self.policy.mode is FsyncMode.INTERVAL and self._interval_sync is None:
-            loop = asyncio.get_running_loop()
+        if self._interval_sync is not None:
+            return
+        loop = asyncio.get_running_loop()
+        if self.policy.mode is FsyncMode.INTERVAL:
             self._interval_sync = loop.call_later(
                 self.policy.interval_ms / 1000, self._start_interval_sync
             )
+        elif getattr(self._target, "has_unconfirmed_seals", False):
+            # A rolled segment is confirmed by the next sync; without one a crash
+            # would make recovery scan it. Kafka likewise flushes on roll, off the
+            # write path.
+            self._interval_sync = loop.call_soon(self._start_interval_sync)
 
     def _start_interval_sync(self) -> None:
         self._interval_sync = None
@@ -143,8 +170,12 @@ class GroupCommitter(Generic[ItemT, ResultT]):
     async def sync(self) -> None:
         """fsync now, after every write queued before this call."""
         async with self._exclusive:
-            await asyncio.to_thread(self._target.sync)
-            self.fsyncs += 1
+            await self._sync_off_loop()
+
+    async def _sync_off_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._fsync_thread, self._target.sync)
+        self.fsyncs += 1
 
     def exclusive(self) -> asyncio.Lock:
         """Hold this to run maintenance (truncate, retention) with no write or fsync running."""
@@ -159,6 +190,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             self._interval_sync.cancel()
             self._interval_sync = None
         await self.sync()
+        self._fsync_thread.shutdown(wait=False)
 
 
 def _log_background_failure(task: asyncio.Task[None]) -> None:

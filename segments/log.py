@@ -7,14 +7,22 @@ next offset, named after it. Reads find the segment by its base offset and the
 batch by the sparse index. Retention removes whole segments from the front;
 replication truncates from the back.
 
-Opening takes the directory's lock, lists the segments and recovers only the
-active one (older ones were sealed durably when they were rolled), so the
-time to open does not grow with the size of the log.
+Rolling does no I/O beyond creating the new file: the sealed segment is made
+durable by the next `sync` (its data is fsynced, then its index files are
+written; valid index files therefore vouch for durable data). Opening takes
+the directory's lock and walks back from the newest segment until it finds one
+with valid index files; only the segments after it (normally just the active
+one) are scanned, so the time to open does not grow with the size of the log.
+If a scanned segment that is not the last ends early (a crash lost unsynced
+data), the log is cut there and the newer segments are dropped: offsets stay
+dense.
 
 Invariants:
 - segments are contiguous: each one's base offset is the previous one's next offset;
 - `log_start_offset` = first segment's base, `next_offset` = active segment's next;
-- only the active segment can have a torn tail, and recovery cuts it;
+- every segment before the first unconfirmed one is durable (its index files
+  were written after its data was fsynced);
+- after `sync` returns, every segment is durable;
 - a failed write (ENOSPC, EIO) leaves the log exactly as it was before the call.
 
 The log is not thread-safe: one owner (an event loop) calls it; only `sync`
@@ -28,7 +36,8 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import chain, pairwise
+from operator import itemgetter
 from typing import NamedTuple
 
 from segments.errors import (
@@ -40,14 +49,18 @@ from segments.errors import (
 from segments.filesystem import DirectoryLock, FileSystem
 from segments.record_batch import (
     Compression,
+    EncodedBatch,
     LogRecord,
     Record,
     RecordBatch,
-    encode_batch,
+    encode_batch_parts,
 )
-from segments.segment import NAME_DIGITS, BatchMeta, Segment
+from segments.segment import NAME_DIGITS, Segment
 
 MAX_SEGMENT_BYTES = 1 << 31  # positions in the index are u32; leave room for one batch
+# Groups appended together are merged into batches of about this many value bytes.
+MERGED_BATCH_BYTES = 1 << 20
+_value_of = itemgetter(0)
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,8 @@ class Log:
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         self._open_sealed: OrderedDict[int, Segment] = OrderedDict()
+        self._unconfirmed: list[Segment] = []
+        self._directory_dirty = False
         self.recovery = RecoveryReport(0, 0, 0)
 
     @classmethod
@@ -122,11 +137,33 @@ class Log:
             self._add_segment(Segment.create(self.fs, self.directory, initial_offset, interval))
             self.fs.sync_dir(self.directory)
             return
-        for base, following in pairwise(bases):
-            self._add_segment(Segment.sealed(self.fs, self.directory, base, following, interval))
-        active, truncated = Segment.recover(self.fs, self.directory, bases[-1], interval)
-        self._add_segment(active)
-        self.recovery = RecoveryReport(len(bases), active.size + truncated, truncated)
+        sealed = [Segment.sealed(self.fs, self.directory, base, following, interval)
+                  for base, following in pairwise(bases)]
+        first_unconfirmed = len(sealed)
+        while first_unconfirmed > 0 and not sealed[first_unconfirmed - 1].has_confirmed_indexes():
+            first_unconfirmed -= 1
+        for segment in sealed[:first_unconfirmed]:
+            self._add_segment(segment)
+        scanned = truncated = 0
+        for slot in range(first_unconfirmed, len(bases)):
+            segment, cut = Segment.recover(self.fs, self.directory, bases[slot], interval)
+            self._add_segment(segment)
+            scanned, truncated = scanned + segment.size + cut, truncated + cut
+            if slot == len(bases) - 1:
+                break
+            if segment.next_offset != bases[slot + 1]:
+                self._drop_segments(bases[slot + 1 :])  # unsynced data was lost here
+                break
+            segment.seal()
+            segment.confirm_seal()
+        self.recovery = RecoveryReport(len(bases), scanned, truncated)
+
+    def _drop_segments(self, bases: list[int]) -> None:
+        interval = self.config.index_interval_bytes
+        for base in bases:
+            Segment.sealed(self.fs, self.directory, base, base, interval).delete()
+        self._segments[-1].remove_index_files()
+        self.fs.sync_dir(self.directory)
 
     def _scan_directory(self) -> list[int]:
         """Base offsets of the segments; removes index files left without their data."""
@@ -185,27 +222,48 @@ class Log:
     def append_group(
         self, groups: Sequence[Sequence[Record]], now_ms: int | None = None
     ) -> list[AppendResult]:
-        """Append each group as one batch, all of them in one write; all or nothing."""
+        """Append every group in one write; all or nothing.
+
+        Groups are merged into batches of about MERGED_BATCH_BYTES, so many small
+        appends (one per publisher, say) cost one encoding and one index entry.
+        """
         self._check_open()
+        batches, results = self._encode_groups(groups)
+        if not batches:
+            return results
+        now = now_ms if now_ms is not None else max(b.max_timestamp_ms for b in batches)
+        self._maybe_roll(sum(batch.size for batch in batches), now)
+        self._segments[-1].append_encoded(batches)
+        return results
+
+    def _encode_groups(
+        self, groups: Sequence[Sequence[Record]]
+    ) -> tuple[list[EncodedBatch], list[AppendResult]]:
+        compression = self.config.compression
         offset = self.next_offset
-        encoded: list[bytes] = []
-        metas: list[BatchMeta] = []
         results: list[AppendResult] = []
         for records in groups:
-            data = encode_batch(offset, records, self.config.compression)
-            first_ts = records[0].timestamp_ms
-            max_ts = max(record.timestamp_ms for record in records)
-            metas.append(BatchMeta(offset, len(records), first_ts, max_ts, len(data)))
-            encoded.append(data)
             results.append(AppendResult(offset, offset + len(records)))
             offset += len(records)
-        if not metas:
-            return results
-        now = now_ms if now_ms is not None else max(meta.max_timestamp_ms for meta in metas)
-        data = b"".join(encoded)
-        self._maybe_roll(len(data), now)
-        self._segments[-1].append_encoded(data, metas)
-        return results
+        merged = list(chain.from_iterable(groups))
+        if not merged:
+            return [], results
+        first = self.next_offset
+        if len(groups) == 1 or sum(map(len, map(_value_of, merged))) <= MERGED_BATCH_BYTES:
+            return [encode_batch_parts(first, merged, compression)], results
+        batches: list[EncodedBatch] = []
+        pending: list[Record] = []
+        pending_bytes = 0
+        for record in merged:
+            pending.append(record)
+            pending_bytes += len(record.value)
+            if pending_bytes >= MERGED_BATCH_BYTES:
+                batches.append(encode_batch_parts(first, pending, compression))
+                first += len(pending)
+                pending, pending_bytes = [], 0
+        if pending:
+            batches.append(encode_batch_parts(first, pending, compression))
+        return batches, results
 
     def append_raw_batch(self, data: bytes) -> AppendResult:
         """Append a batch encoded elsewhere (a replica copying its leader), validated first."""
@@ -214,9 +272,9 @@ class Log:
         if batch.base_offset != self.next_offset:
             raise NonSequentialBatchError(batch.base_offset, self.next_offset)
         self._maybe_roll(batch.size, batch.max_timestamp_ms)
-        meta = BatchMeta(batch.base_offset, batch.record_count, batch.first_timestamp_ms,
-                         batch.max_timestamp_ms, batch.size)
-        self._segments[-1].append_encoded(data, [meta])
+        encoded = EncodedBatch(data, b"", batch.base_offset, batch.record_count,
+                               batch.first_timestamp_ms, batch.max_timestamp_ms)
+        self._segments[-1].append_encoded([encoded])
         return AppendResult(batch.base_offset, batch.next_offset)
 
     def _maybe_roll(self, incoming_bytes: int, now_ms: int) -> None:
@@ -239,16 +297,28 @@ class Log:
         if active.size == 0:
             return
         active.seal()
-        active.release_indexes()
-        self._remember_sealed(active)
+        self._unconfirmed.append(active)
         interval = self.config.index_interval_bytes
         self._add_segment(Segment.create(self.fs, self.directory, active.next_offset, interval))
-        self.fs.sync_dir(self.directory)
+        self._directory_dirty = True
+
+    @property
+    def has_unconfirmed_seals(self) -> bool:
+        """Rolled segments wait for a `sync`; a committer that rarely syncs should soon."""
+        return bool(self._unconfirmed)
 
     def sync(self) -> None:
-        """fsync the active segment: everything appended so far becomes durable."""
+        """Make everything appended so far durable (rolled segments first)."""
         self._check_open()
+        while self._unconfirmed:
+            segment = self._unconfirmed[0]
+            segment.confirm_seal()
+            self._unconfirmed.pop(0)
+            self._remember_sealed(segment)
         self._segments[-1].sync()
+        if self._directory_dirty:
+            self.fs.sync_dir(self.directory)
+            self._directory_dirty = False
 
     # ------------------------------------------------------------------- reads
 
@@ -339,25 +409,28 @@ class Log:
             reactivated = True
         active = self._segments[-1]
         if reactivated:
-            self._open_sealed.pop(active.base_offset, None)
+            self._forget_sealed(active)
+            active.remove_index_files()  # they would vouch for it if it is sealed again
             active.reactivate()
         straddling = active.truncate_to(offset)
         if straddling is not None:
             kept = [Record(r.value, r.timestamp_ms, r.key, r.headers)
                     for r in straddling.records() if r.offset < offset]
             compression = Compression(straddling.flags & 0x3)
-            data = encode_batch(straddling.base_offset, kept, compression)
-            meta = BatchMeta(straddling.base_offset, len(kept), kept[0].timestamp_ms,
-                             max(r.timestamp_ms for r in kept), len(data))
-            active.append_encoded(data, [meta])
-        active.sync()
-        self.fs.sync_dir(self.directory)
+            active.append_encoded([encode_batch_parts(straddling.base_offset, kept, compression)])
+        self._directory_dirty = True
+        self.sync()
 
     def _drop_last_segment(self) -> None:
         segment = self._segments.pop()
         self._bases.pop()
-        self._open_sealed.pop(segment.base_offset, None)
+        self._forget_sealed(segment)
         segment.delete()
+
+    def _forget_sealed(self, segment: Segment) -> None:
+        self._open_sealed.pop(segment.base_offset, None)
+        if segment in self._unconfirmed:
+            self._unconfirmed.remove(segment)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and make `offset` its start (a replica far behind its leader)."""
@@ -384,7 +457,7 @@ class Log:
         while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
             segment = self._segments.pop(0)
             self._bases.pop(0)
-            self._open_sealed.pop(segment.base_offset, None)
+            self._forget_sealed(segment)
             segment.delete()
             deleted += 1
         if deleted:
@@ -398,7 +471,7 @@ class Log:
         if self._lock is None:
             return
         try:
-            self._segments[-1].sync()
+            self.sync()
         finally:
             for segment in self._segments:
                 segment.close()

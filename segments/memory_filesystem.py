@@ -36,6 +36,7 @@ import errno
 import os
 import posixpath
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -145,6 +146,10 @@ class MemoryFileHandle:
 
     def append(self, data: bytes) -> None:
         self._fs._append(self._live(), self._path, data)
+
+    def append_parts(self, parts: Sequence[bytes]) -> None:
+        for part in parts:
+            self.append(part)
 
     def read_at(self, position: int, length: int) -> bytes:
         inode = self._live()

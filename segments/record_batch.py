@@ -5,28 +5,37 @@ On-disk layout (little-endian), one batch after another in a segment file:
     base_offset        i64   offset of the first record
     batch_length       u32   bytes that follow this field
     crc                u32   CRC32C of base_offset and of every byte after this field
-    magic              u8    format version (1)
-    flags              u16   bits 0-1: compression (0 none, 1 zstd)
+    magic              u8    format version (2)
+    flags              u16   bits 0-1: compression (0 none, 1 zstd);
+                             bit 2: timestamps present; bit 3: keys present;
+                             bit 4: headers present
     record_count       u32
     first_timestamp_ms i64   timestamp of the first record
     max_timestamp_ms   i64   largest record timestamp in the batch
     payload                  the records, zstd-compressed as a whole if flagged
 
-and each record inside the payload:
+The payload stores the records column by column, so encoding is a handful of
+C-level array operations instead of a Python loop per record:
 
-    offset_delta u32, timestamp_delta i64, key_length i32 (-1: no key),
-    header_count u16, value_length u32, key, headers, value
+    value_length      u32 x count
+    timestamp_ms      i64 x count   (if flagged; else every record has first_timestamp_ms)
+    key_length        i32 x count   (if flagged; -1: no key)
+    headers_length    u32 x count   (if flagged; bytes of the record's encoded headers)
+    keys, encoded headers, values   (each concatenated in record order)
     a header: key_length u16, key (UTF-8), value_length i32 (-1: none), value
 
-Offsets are dense: record i of a batch has offset base_offset + i, and
-`offset_delta` must equal i. The first 16 bytes are enough to skip a batch,
-which is what index rebuilding and recovery scans rely on. The CRC covers the
-base offset too (unlike Kafka's), so a damaged offset cannot relabel records.
+Offsets are dense: record i of a batch has offset base_offset + i, so the
+offset delta is the record's position. The first 16 bytes are enough to skip
+a batch, which is what index rebuilding and recovery scans rely on. The CRC
+covers the base offset too (unlike Kafka's), so a damaged offset cannot
+relabel records.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from collections.abc import Sequence
 from enum import IntEnum
 from typing import NamedTuple
@@ -34,16 +43,18 @@ from typing import NamedTuple
 import crc32c
 import zstandard
 
-MAGIC = 1
+MAGIC = 2
 PREFIX = struct.Struct("<qII")  # base_offset, batch_length, crc
 OFFSET = struct.Struct("<q")
 TAIL = struct.Struct("<BHIqq")  # magic, flags, record_count, first_ts, max_ts
 PREFIX_SIZE = PREFIX.size  # bytes needed to learn where the batch ends
 HEADER_SIZE = PREFIX.size + TAIL.size
-RECORD_HEADER = struct.Struct("<IqiHI")
 HEADER_KEY = struct.Struct("<H")
 HEADER_VALUE = struct.Struct("<i")
 COMPRESSION_MASK = 0x3
+FLAG_TIMESTAMPS = 0x4
+FLAG_KEYS = 0x8
+FLAG_HEADERS = 0x10
 # A batch larger than this is taken as a damaged length field, not as data.
 MAX_BATCH_BYTES = 1 << 30
 
@@ -82,6 +93,21 @@ _compressor = zstandard.ZstdCompressor(level=3)
 _decompressor = zstandard.ZstdDecompressor()
 
 
+class EncodedBatch(NamedTuple):
+    """A batch ready to write: `head` and `payload` go to the file back to back."""
+
+    head: bytes
+    payload: bytes
+    base_offset: int
+    record_count: int
+    first_timestamp_ms: int
+    max_timestamp_ms: int
+
+    @property
+    def size(self) -> int:
+        return len(self.head) + len(self.payload)
+
+
 def _encode_headers(headers: Headers) -> bytes:
     parts: list[bytes] = []
     for name, value in headers:
@@ -96,35 +122,49 @@ def _encode_headers(headers: Headers) -> bytes:
     return b"".join(parts)
 
 
-def encode_batch(
+def encode_batch_parts(
     base_offset: int, records: Sequence[Record], compression: Compression = Compression.NONE
-) -> bytes:
+) -> EncodedBatch:
     """Encode `records` as one batch whose first record gets `base_offset`."""
     if not records:
         raise ValueError("a batch holds at least one record")
-    first_timestamp_ms = records[0].timestamp_ms
-    max_timestamp_ms = first_timestamp_ms
-    parts: list[bytes] = []
-    append = parts.append
-    pack = RECORD_HEADER.pack
-    for delta, (value, timestamp_ms, key, headers) in enumerate(records):
-        if timestamp_ms > max_timestamp_ms:
-            max_timestamp_ms = timestamp_ms
-        key_length = -1 if key is None else len(key)
-        append(pack(delta, timestamp_ms - first_timestamp_ms, key_length, len(headers), len(value)))
-        if key:
-            append(key)
-        if headers:
-            append(_encode_headers(headers))
-        append(value)
+    values, timestamps, keys, headers = zip(*records, strict=True)
+    first_timestamp_ms = timestamps[0]
+    max_timestamp_ms = max(timestamps)
+    flags = int(compression)
+    parts: list[bytes] = [array("I", map(len, values)).tobytes()]
+    if timestamps.count(first_timestamp_ms) != len(timestamps):
+        flags |= FLAG_TIMESTAMPS
+        parts.append(struct.pack(f"<{len(timestamps)}q", *timestamps))
+    has_keys = keys.count(None) != len(keys)
+    if has_keys:
+        flags |= FLAG_KEYS
+        parts.append(array("i", [-1 if k is None else len(k) for k in keys]).tobytes())
+    encoded_headers: list[bytes] = []
+    if any(headers):
+        flags |= FLAG_HEADERS
+        encoded_headers = [_encode_headers(h) if h else b"" for h in headers]
+        parts.append(array("I", map(len, encoded_headers)).tobytes())
+    if has_keys:
+        parts.extend(k for k in keys if k)
+    parts.extend(encoded_headers)
+    parts.extend(values)
     payload = b"".join(parts)
     if compression is Compression.ZSTD:
         payload = _compressor.compress(payload)
-    tail = TAIL.pack(MAGIC, int(compression), len(records), first_timestamp_ms, max_timestamp_ms)
-    offset_bytes = OFFSET.pack(base_offset)
-    crc = crc32c.crc32c(payload, crc32c.crc32c(tail, crc32c.crc32c(offset_bytes)))
-    prefix = PREFIX.pack(base_offset, 4 + len(tail) + len(payload), crc)
-    return b"".join((prefix, tail, payload))
+    tail = TAIL.pack(MAGIC, flags, len(records), first_timestamp_ms, max_timestamp_ms)
+    crc = crc32c.crc32c(payload, crc32c.crc32c(tail, crc32c.crc32c(OFFSET.pack(base_offset))))
+    head = PREFIX.pack(base_offset, 4 + len(tail) + len(payload), crc) + tail
+    return EncodedBatch(head, payload, base_offset, len(records), first_timestamp_ms,
+                        max_timestamp_ms)
+
+
+def encode_batch(
+    base_offset: int, records: Sequence[Record], compression: Compression = Compression.NONE
+) -> bytes:
+    """The batch as one bytes object (see `encode_batch_parts` to avoid the copy)."""
+    encoded = encode_batch_parts(base_offset, records, compression)
+    return encoded.head + encoded.payload
 
 
 def batch_size_from_prefix(prefix: bytes | memoryview) -> tuple[int, int]:
@@ -189,44 +229,61 @@ class RecordBatch:
                 raise BatchFormatError(f"zstd payload does not decompress: {error}") from error
         try:
             return _decode_records(payload, self.base_offset, self.record_count,
-                                   self.first_timestamp_ms)
+                                   self.first_timestamp_ms, self.flags)
         except (struct.error, UnicodeDecodeError) as error:
             raise BatchFormatError(f"record framing: {error}") from error
 
 
+def _column(kind: str, buffer: bytes, position: int, count: int) -> tuple[array[int], int]:
+    column = array(kind)
+    end = position + column.itemsize * count
+    if end > len(buffer):
+        raise BatchFormatError("record columns run past the payload")
+    column.frombytes(buffer[position:end])
+    if sys.byteorder != "little":
+        column.byteswap()
+    return column, end
+
+
 def _decode_records(
-    payload: bytes | memoryview, base_offset: int, count: int, first_timestamp_ms: int
+    payload: bytes | memoryview, base_offset: int, count: int, first_timestamp_ms: int,
+    flags: int,
 ) -> list[LogRecord]:
     buffer = bytes(payload)
-    unpack = RECORD_HEADER.unpack_from
-    header_size = RECORD_HEADER.size
+    value_lengths, position = _column("I", buffer, 0, count)
+    timestamps: Sequence[int] = [first_timestamp_ms] * count
+    if flags & FLAG_TIMESTAMPS:
+        timestamps, position = _column("q", buffer, position, count)
+    keys: list[bytes | None] = [None] * count
+    if flags & FLAG_KEYS:
+        key_lengths, position = _column("i", buffer, position, count)
+    header_lists: list[Headers] = [()] * count
+    if flags & FLAG_HEADERS:
+        header_lengths, position = _column("I", buffer, position, count)
+    if flags & FLAG_KEYS:
+        for index, length in enumerate(key_lengths):
+            if length >= 0:
+                keys[index] = buffer[position : position + length]
+                position += length
+    if flags & FLAG_HEADERS:
+        for index, length in enumerate(header_lengths):
+            if length:
+                header_lists[index] = _decode_headers(buffer[position : position + length])
+                position += length
+    if position + sum(value_lengths) != len(buffer):
+        raise BatchFormatError("record lengths do not add up to the payload size")
     records: list[LogRecord] = []
-    position = 0
-    for index in range(count):
-        delta, ts_delta, key_length, header_count, value_length = unpack(buffer, position)
-        if delta != index:
-            raise BatchFormatError(f"record {index} carries offset delta {delta}")
-        position += header_size
-        key = None
-        if key_length >= 0:
-            key = buffer[position : position + key_length]
-            position += key_length
-        headers: Headers = ()
-        if header_count:
-            headers, position = _decode_headers(buffer, position, header_count)
-        value = buffer[position : position + value_length]
-        position += value_length
-        records.append(
-            LogRecord(base_offset + index, first_timestamp_ms + ts_delta, key, value, headers)
-        )
-    if position != len(buffer):
-        raise BatchFormatError(f"{len(buffer) - position} stray bytes after the last record")
+    for index, length in enumerate(value_lengths):
+        records.append(LogRecord(base_offset + index, timestamps[index], keys[index],
+                                 buffer[position : position + length], header_lists[index]))
+        position += length
     return records
 
 
-def _decode_headers(buffer: bytes, position: int, count: int) -> tuple[Headers, int]:
+def _decode_headers(buffer: bytes) -> Headers:
     headers: list[tuple[str, bytes | None]] = []
-    for _ in range(count):
+    position = 0
+    while position < len(buffer):
         (name_length,) = HEADER_KEY.unpack_from(buffer, position)
         position += HEADER_KEY.size
         name = buffer[position : position + name_length].decode()
@@ -238,4 +295,6 @@ def _decode_headers(buffer: bytes, position: int, count: int) -> tuple[Headers, 
             value = buffer[position : position + value_length]
             position += value_length
         headers.append((name, value))
-    return tuple(headers), position
+    if position != len(buffer):
+        raise BatchFormatError("a record's headers run past their length")
+    return tuple(headers)

@@ -23,7 +23,12 @@ from segments.batch_scanner import ScanStop, scan_batches
 from segments.errors import CorruptSegmentError, DiskFullError
 from segments.filesystem import FileHandle, FileSystem
 from segments.offset_index import OffsetIndex
-from segments.record_batch import PREFIX_SIZE, RecordBatch, batch_size_from_prefix
+from segments.record_batch import (
+    PREFIX_SIZE,
+    EncodedBatch,
+    RecordBatch,
+    batch_size_from_prefix,
+)
 from segments.time_index import TimeIndex
 
 NAME_DIGITS = 20
@@ -31,22 +36,6 @@ NAME_DIGITS = 20
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:0{NAME_DIGITS}d}{suffix}"
-
-
-class BatchMeta:
-    """What the segment needs to know about a batch it appends."""
-
-    __slots__ = ("base_offset", "first_timestamp_ms", "max_timestamp_ms", "record_count", "size")
-
-    def __init__(
-        self, base_offset: int, record_count: int, first_timestamp_ms: int,
-        max_timestamp_ms: int, size: int,
-    ) -> None:
-        self.base_offset = base_offset
-        self.record_count = record_count
-        self.first_timestamp_ms = first_timestamp_ms
-        self.max_timestamp_ms = max_timestamp_ms
-        self.size = size
 
 
 class Segment:
@@ -152,33 +141,61 @@ class Segment:
 
     # ------------------------------------------------------------------ writes
 
-    def append_encoded(self, data: bytes, batches: list[BatchMeta]) -> None:
-        """Write pre-encoded consecutive batches in one write; all or nothing."""
+    def append_encoded(self, batches: list[EncodedBatch]) -> None:
+        """Write encoded consecutive batches in one system call; all or nothing."""
         handle = self.handle()
         start = self.size
+        parts: list[bytes] = []
+        for batch in batches:
+            parts.append(batch.head)
+            parts.append(batch.payload)
         try:
-            handle.append(data)
+            handle.append_parts(parts)
         except OSError as error:
             handle.truncate(start)  # a partial write must not stay behind
             if error.errno == errno.ENOSPC:
                 raise DiskFullError(self.log_path) from error
             raise
         position = start
-        for meta in batches:
-            self._note_batch(position, meta.base_offset, meta.record_count,
-                             meta.first_timestamp_ms, meta.max_timestamp_ms, meta.size)
-            position += meta.size
+        for batch in batches:
+            size = batch.size
+            self._note_batch(position, batch.base_offset, batch.record_count,
+                             batch.first_timestamp_ms, batch.max_timestamp_ms, size)
+            position += size
 
     def sync(self) -> None:
         self.handle().sync()
 
     def seal(self) -> None:
-        """Before the segment stops being active: data durable, index files written."""
-        self.sync()
-        offset_index, time_index = self.indexes()
+        """The segment stops being active: its time index gets its closing sentinel."""
+        _, time_index = self.indexes()
         if self.max_timestamp_ms is not None:
             time_index.append(self.max_timestamp_ms, self.next_offset - self.base_offset)
-        self._write_index_files(offset_index, time_index)
+
+    def confirm_seal(self) -> None:
+        """Make a sealed segment durable, then write its index files.
+
+        Index files that pass their checks are the proof that the data under them
+        was fsynced, which is what lets recovery skip this segment.
+        """
+        self.sync()
+        self._write_index_files(*self.indexes())
+
+    def has_confirmed_indexes(self) -> bool:
+        """True when index files were written after the data was made durable."""
+        try:
+            offset_index = OffsetIndex.from_bytes(self._read_whole(self.index_path))
+            time_index = TimeIndex.from_bytes(self._read_whole(self.time_index_path))
+        except (OSError, ValueError):
+            return False
+        return offset_index.is_consistent(self.size) and time_index.is_consistent(
+            self.next_offset - self.base_offset
+        )
+
+    def remove_index_files(self) -> None:
+        for path in (self.time_index_path, self.index_path):
+            if self.fs.exists(path):
+                self.fs.remove(path)
 
     def _write_index_files(self, offset_index: OffsetIndex, time_index: TimeIndex) -> None:
         # Indexes are derived data: a crash mid-write is caught by the checks on load.
@@ -247,6 +264,8 @@ class Segment:
         return self._rebuild_indexes()
 
     def _read_whole(self, path: str) -> bytes:
+        if not self.fs.exists(path):
+            raise FileNotFoundError(path)
         handle = self.fs.open(path)
         try:
             return handle.read_at(0, handle.size())
@@ -267,6 +286,7 @@ class Segment:
         offset_index, time_index = self._offset_index, self._time_index
         if complete and self.max_timestamp_ms is not None:
             time_index.append(self.max_timestamp_ms, self.next_offset - self.base_offset)
+            self.sync()  # index files vouch for durable data (see confirm_seal)
             self._write_index_files(offset_index, time_index)
         return offset_index, time_index
 

@@ -291,3 +291,36 @@ def test_config_is_validated() -> None:
         LogConfig(segment_bytes_max=0)
     with pytest.raises(ValueError):
         LogConfig(index_interval_bytes=0)
+
+
+def test_recovery_scans_only_segments_not_yet_confirmed() -> None:
+    fs = MemoryFileSystem()
+    log = Log.open(fs, "/q", SMALL)
+    for start in range(0, 300, 10):
+        log.append(records(start, 10))
+    log.sync()  # confirms every rolled segment
+    active_bytes = fs.file_size(f"/q/{log.segment_base_offsets()[-1]:020d}.log")
+    fs.crash_losing_all_unsynced()
+    log = Log.open(fs, "/q", SMALL)
+    assert log.recovery.scanned_bytes == active_bytes  # older segments were trusted
+    assert log.next_offset == 300
+    log.close()
+
+
+def test_unsynced_rolled_segments_are_cut_back_to_what_was_synced() -> None:
+    fs = MemoryFileSystem()
+    log = Log.open(fs, "/q", SMALL)
+    for start in range(0, 100, 10):
+        log.append(records(start, 10))
+    log.sync()
+    synced_segments = log.segment_count
+    for start in range(100, 300, 10):
+        log.append(records(start, 10))  # several rolls, never synced
+    assert log.segment_count > synced_segments + 2
+    assert log.has_unconfirmed_seals
+    fs.crash_losing_all_unsynced()
+    log = Log.open(fs, "/q", SMALL)
+    assert log.next_offset == 100
+    assert [r.offset for r in log.read(0, 10**6)] == list(range(100))
+    log.append(records(100, 1))
+    log.close()

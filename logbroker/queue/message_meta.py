@@ -1,0 +1,68 @@
+"""Per-message facts the queue core decides with, kept in compact arrays.
+
+Offsets are dense, so the table is three parallel arrays indexed by
+`offset - base_offset`: size in bytes, expiry time (0: never) and priority.
+That is 13 bytes a message. The prefix below the queue's ack floor is dropped
+from time to time (`forget_below`), so the table covers only messages that can
+still be delivered.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+
+NO_EXPIRY = 0
+_COMPACT_MIN = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class MessageMeta:
+    size_bytes: int
+    expires_at_ms: int = NO_EXPIRY
+    priority: int = 0
+
+
+class MessageMetaTable:
+    def __init__(self, base_offset: int = 0) -> None:
+        self.base_offset = base_offset
+        self._sizes = array("I")
+        self._expiries = array("q")
+        self._priorities = array("B")
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + len(self._sizes)
+
+    def append(self, offset: int, meta: MessageMeta) -> None:
+        if offset != self.next_offset:
+            raise ValueError(f"offset {offset} is not the next offset {self.next_offset}")
+        self._sizes.append(meta.size_bytes)
+        self._expiries.append(meta.expires_at_ms)
+        self._priorities.append(meta.priority)
+
+    def skip_to(self, offset: int) -> None:
+        """Start over at `offset` (nothing below it will be asked for)."""
+        self.base_offset = offset
+        del self._sizes[:]
+        del self._expiries[:]
+        del self._priorities[:]
+
+    def size_bytes(self, offset: int) -> int:
+        return self._sizes[offset - self.base_offset]
+
+    def expires_at_ms(self, offset: int) -> int:
+        return self._expiries[offset - self.base_offset]
+
+    def priority(self, offset: int) -> int:
+        return self._priorities[offset - self.base_offset]
+
+    def forget_below(self, offset: int) -> None:
+        """Drop entries below `offset`; amortised so it is cheap to call often."""
+        drop = min(offset, self.next_offset) - self.base_offset
+        if drop < max(_COMPACT_MIN, len(self._sizes) // 2):
+            return
+        del self._sizes[:drop]
+        del self._expiries[:drop]
+        del self._priorities[:drop]
+        self.base_offset += drop

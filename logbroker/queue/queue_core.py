@@ -1,0 +1,409 @@
+"""The queue: a pure state machine over the offsets of one queue log.
+
+Theory of operation. Messages live in the queue's segment log; the core only
+decides. Every message is in exactly one of three states:
+
+- ready: waiting for a consumer (`ReadySet`);
+- unacked: delivered to a channel and not yet settled (`_unacked`);
+- settled: acked, rejected, expired, dropped or dead-lettered; the shell
+  records it in the cursor log (`Settle`) and never hands it out again.
+
+Calls take the time (`now_ms`) as an argument and return effects, which the
+shell carries out in order (effects.py): dead-lettering before settling, so
+no message is lost between the two. The core never touches a file, a socket
+or a clock, which is what lets the simulation replay it from a seed.
+
+RabbitMQ semantics kept here:
+- delivery order is the log order (FIFO), or priority then log order with
+  `x-max-priority`; a requeued message goes back to its original place;
+- `redelivered` is set on anything that was (or, after a restart, may have
+  been) delivered before;
+- message TTL is checked at the head of the queue, as RabbitMQ does; an
+  expired message is dead-lettered (`expired`) or dropped;
+- `x-max-length` / `x-max-length-bytes` count ready messages; `drop-head`
+  drops (or dead-letters, `maxlen`) from the front, `reject-publish(-dlx)`
+  refuses the publish before it is written (`admit`);
+- `x-expires` deletes a queue that had no consumer, no get and no redeclare
+  for that long.
+
+Invariants: ready, unacked and settled are disjoint; `ready_bytes` is the
+sum of the sizes of ready messages; a consumer's `unacked` equals the number
+of unacked entries it owns (while it exists).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from logbroker.queue.consumers import Consumer, ConsumerRoster
+from logbroker.queue.effects import (
+    DeadLetter,
+    DeadLetterReason,
+    Deliver,
+    Effect,
+    QueueExpired,
+    Settle,
+)
+from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta, MessageMetaTable
+from logbroker.queue.ready_set import FifoReadySet, PriorityReadySet
+
+
+class Overflow(enum.Enum):
+    DROP_HEAD = "drop-head"
+    REJECT_PUBLISH = "reject-publish"
+    REJECT_PUBLISH_DLX = "reject-publish-dlx"
+
+
+class Admission(enum.Enum):
+    ACCEPT = "accept"
+    REJECT = "reject"
+    REJECT_DEAD_LETTER = "reject-dead-letter"
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    """The limits a policy may change while the queue lives."""
+
+    max_length: int | None = None
+    max_length_bytes: int | None = None
+    overflow: Overflow = Overflow.DROP_HEAD
+    dead_letter: bool = False  # a dead-letter exchange is configured
+    expires_ms: int | None = None
+
+
+class ConsumerRefused(Exception):
+    """basic.consume is refused; `reply_code` is the AMQP code (403 for exclusivity)."""
+
+    def __init__(self, reply_code: int, text: str) -> None:
+        super().__init__(text)
+        self.reply_code = reply_code
+        self.text = text
+
+
+@dataclass(frozen=True, slots=True)
+class _Unacked:
+    channel_key: str
+    consumer_tag: str | None
+
+
+class QueueCore:
+    def __init__(
+        self,
+        limits: QueueLimits,
+        *,
+        max_priority: int | None = None,
+        single_active_consumer: bool = False,
+        next_offset: int = 0,
+        now_ms: int = 0,
+    ) -> None:
+        self.limits = limits
+        self.max_priority = max_priority
+        self._ready: FifoReadySet | PriorityReadySet
+        if max_priority is None:
+            self._ready = FifoReadySet(next_offset)
+        else:
+            self._ready = PriorityReadySet(max_priority)
+        self._meta = MessageMetaTable(next_offset)
+        self.next_offset = next_offset
+        self.roster = ConsumerRoster(single_active_consumer)
+        self._unacked: dict[int, _Unacked] = {}
+        self._delivered_before: set[int] = set()
+        self.ready_bytes = 0
+        self._last_used_ms = now_ms
+        self._expired = False
+
+    @classmethod
+    def recover(
+        cls,
+        limits: QueueLimits,
+        *,
+        ack_floor: int,
+        next_offset: int,
+        acked: Iterable[tuple[int, int]],
+        metas: Iterable[MessageMeta],
+        delivered_below: int,
+        max_priority: int | None = None,
+        single_active_consumer: bool = False,
+        now_ms: int = 0,
+    ) -> QueueCore:
+        """Rebuild from the log and cursor log after a restart.
+
+        `metas` gives one entry per offset in `[ack_floor, next_offset)`, acked
+        ones included; offsets below `delivered_below` that are not acked may
+        have been delivered before the restart and come back redelivered.
+        """
+        core = cls(limits, max_priority=max_priority,
+                   single_active_consumer=single_active_consumer,
+                   next_offset=ack_floor, now_ms=now_ms)
+        acked_ranges = sorted(acked)
+        # Past the last acked range nothing was settled, so the FIFO scan can start
+        # there; unacked gaps below it are kept in the returned heap, in order.
+        scan_start = max([ack_floor] + [hi for _, hi in acked_ranges[-1:]])
+        fifo = isinstance(core._ready, FifoReadySet)
+        if fifo:
+            core._ready = FifoReadySet(min(scan_start, next_offset))
+        slot = 0
+        for offset, meta in zip(range(ack_floor, next_offset), metas, strict=True):
+            core._meta.append(offset, meta)
+            while slot < len(acked_ranges) and acked_ranges[slot][1] <= offset:
+                slot += 1
+            if slot < len(acked_ranges) and acked_ranges[slot][0] <= offset:
+                continue
+            if offset < delivered_below:
+                core._delivered_before.add(offset)
+            if fifo and offset < scan_start:
+                core._ready.add_returned(offset, meta.priority)
+            else:
+                core._ready.add_new(offset, meta.priority)
+            core.ready_bytes += meta.size_bytes
+        core.next_offset = next_offset
+        return core
+
+    # ----------------------------------------------------------------- counts
+
+    @property
+    def message_count(self) -> int:
+        """Ready messages, as queue.declare-ok and basic.get-ok report them."""
+        return len(self._ready)
+
+    @property
+    def unacked_count(self) -> int:
+        return len(self._unacked)
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self.roster)
+
+    def meta(self, offset: int) -> MessageMeta:
+        return MessageMeta(self._meta.size_bytes(offset), self._meta.expires_at_ms(offset),
+                           self._meta.priority(offset))
+
+    # --------------------------------------------------------------- publish
+
+    def admit(self, size_bytes: int) -> Admission:
+        """Whether a message of `size_bytes` may be enqueued under reject-publish rules."""
+        limits = self.limits
+        if limits.overflow is Overflow.DROP_HEAD:
+            return Admission.ACCEPT
+        full = (limits.max_length is not None and len(self._ready) >= limits.max_length) or (
+            limits.max_length_bytes is not None
+            and self.ready_bytes + size_bytes > limits.max_length_bytes
+        )
+        if not full:
+            return Admission.ACCEPT
+        if limits.overflow is Overflow.REJECT_PUBLISH_DLX and limits.dead_letter:
+            return Admission.REJECT_DEAD_LETTER
+        return Admission.REJECT
+
+    def enqueue(self, offset: int, meta: MessageMeta) -> list[Effect]:
+        """The message at `offset` is in the log: make it ready (and enforce drop-head)."""
+        self._meta.append(offset, meta)
+        self._ready.add_new(offset, meta.priority)
+        self.next_offset = offset + 1
+        self.ready_bytes += meta.size_bytes
+        return self._enforce_length()
+
+    def _enforce_length(self) -> list[Effect]:
+        limits = self.limits
+        if limits.overflow is not Overflow.DROP_HEAD:
+            return []
+        effects: list[Effect] = []
+        settled: list[int] = []
+        while self._over_limit():
+            offset = self._take_ready()
+            self._discard(offset, DeadLetterReason.MAXLEN, effects, settled)
+        return _with_settles(effects, settled)
+
+    def _over_limit(self) -> bool:
+        limits = self.limits
+        return (limits.max_length is not None and len(self._ready) > limits.max_length) or (
+            limits.max_length_bytes is not None and self.ready_bytes > limits.max_length_bytes
+        )
+
+    def set_limits(self, limits: QueueLimits) -> list[Effect]:
+        """A policy changed: apply the new limits to the messages already queued."""
+        self.limits = limits
+        return self._enforce_length()
+
+    # ------------------------------------------------------------- consumers
+
+    def add_consumer(self, consumer: Consumer, now_ms: int) -> None:
+        if consumer.tag in self.roster:
+            raise ConsumerRefused(
+                530, f"NOT_ALLOWED - attempt to reuse consumer tag '{consumer.tag}'"
+            )
+        if self.roster.has_exclusive() or (consumer.exclusive and len(self.roster)):
+            raise ConsumerRefused(403, "ACCESS_REFUSED - queue in exclusive use")
+        self.roster.add(consumer)
+        self._last_used_ms = now_ms
+
+    def remove_consumer(self, tag: str, now_ms: int) -> Consumer | None:
+        """basic.cancel: the consumer's unacked messages stay with its channel."""
+        self._last_used_ms = now_ms
+        return self.roster.remove(tag)
+
+    def touch(self, now_ms: int) -> None:
+        """A redeclare or get: the queue counts as used for x-expires."""
+        self._last_used_ms = now_ms
+
+    # -------------------------------------------------------------- delivery
+
+    def pump(self, now_ms: int, channel_credit: Mapping[str, int] | None = None) -> list[Effect]:
+        """Expire what is due at the head, then deliver to consumers with capacity."""
+        credit = dict(channel_credit or {})
+        effects: list[Effect] = []
+        settled: list[int] = []
+        while self._expire_head(now_ms, effects, settled) is not None:
+            consumer = self.roster.pick(credit)
+            if consumer is None:
+                break
+            offset = self._take_ready()
+            effects.append(self._deliver(offset, consumer.channel_key, consumer.tag,
+                                         consumer.no_ack, settled))
+            if not consumer.no_ack:
+                consumer.unacked += 1
+                if consumer.channel_key in credit:
+                    credit[consumer.channel_key] -= 1
+            self.roster.delivered_to(consumer)
+        return _with_settles(effects, settled)
+
+    def get(self, channel_key: str, no_ack: bool, now_ms: int) -> list[Effect]:
+        """basic.get: the next ready message (a `Deliver` with no consumer tag) or nothing."""
+        self._last_used_ms = now_ms
+        effects: list[Effect] = []
+        settled: list[int] = []
+        if self._expire_head(now_ms, effects, settled) is not None:
+            effects.append(self._deliver(self._take_ready(), channel_key, None, no_ack, settled))
+        return _with_settles(effects, settled)
+
+    def _deliver(
+        self, offset: int, channel_key: str, tag: str | None, no_ack: bool, settled: list[int]
+    ) -> Deliver:
+        redelivered = offset in self._delivered_before
+        if no_ack:
+            self._delivered_before.discard(offset)
+            settled.append(offset)
+        else:
+            self._unacked[offset] = _Unacked(channel_key, tag)
+            self._delivered_before.add(offset)
+        return Deliver(offset, tag, channel_key, redelivered, no_ack)
+
+    def _expire_head(self, now_ms: int, effects: list[Effect], settled: list[int]) -> int | None:
+        """Discard expired messages at the head; return the head left (None: empty)."""
+        while (head := self._ready.peek()) is not None and self._is_expired(head, now_ms):
+            self._discard(self._take_ready(), DeadLetterReason.EXPIRED, effects, settled)
+        return head
+
+    def _is_expired(self, offset: int, now_ms: int) -> bool:
+        expires_at = self._meta.expires_at_ms(offset)
+        return expires_at != NO_EXPIRY and now_ms > expires_at
+
+    def _take_ready(self) -> int:
+        offset = self._ready.pop()
+        self.ready_bytes -= self._meta.size_bytes(offset)
+        return offset
+
+    def _discard(
+        self, offset: int, reason: DeadLetterReason, effects: list[Effect], settled: list[int]
+    ) -> None:
+        self._delivered_before.discard(offset)
+        if self.limits.dead_letter:
+            effects.append(DeadLetter(offset, reason))
+        settled.append(offset)
+
+    # ------------------------------------------------------------ settlement
+
+    def ack(self, offsets: Iterable[int]) -> list[Effect]:
+        settled = [offset for offset in offsets if self._release(offset)]
+        for offset in settled:
+            self._delivered_before.discard(offset)
+        return _with_settles([], settled)
+
+    def reject(self, offsets: Iterable[int], requeue: bool) -> list[Effect]:
+        """basic.reject / basic.nack: back to the queue, or dead-lettered / dropped."""
+        effects: list[Effect] = []
+        settled: list[int] = []
+        for offset in sorted(offsets):
+            if not self._release(offset):
+                continue
+            if requeue:
+                self._return(offset)
+            else:
+                self._discard(offset, DeadLetterReason.REJECTED, effects, settled)
+        return _with_settles(effects, settled)
+
+    def requeue_channel(self, channel_key: str) -> list[Effect]:
+        """The channel closed (or basic.recover): its unacked messages become ready."""
+        return self.reject(self.unacked_of(channel_key), requeue=True)
+
+    def unacked_of(self, channel_key: str) -> list[int]:
+        return sorted(o for o, owner in self._unacked.items() if owner.channel_key == channel_key)
+
+    def _release(self, offset: int) -> bool:
+        owner = self._unacked.pop(offset, None)
+        if owner is None:
+            return False
+        if owner.consumer_tag is not None:
+            consumer = self.roster.get(owner.consumer_tag)
+            if consumer is not None and consumer.channel_key == owner.channel_key:
+                consumer.unacked -= 1
+        return True
+
+    def _return(self, offset: int) -> None:
+        self._ready.add_returned(offset, self._meta.priority(offset))
+        self.ready_bytes += self._meta.size_bytes(offset)
+
+    def purge(self) -> tuple[int, list[Effect]]:
+        """Remove every ready message (unacked ones stay); returns how many."""
+        taken = self._ready.take_all()
+        for offset in taken:
+            self._delivered_before.discard(offset)
+        self.ready_bytes = 0
+        return len(taken), _with_settles([], taken)
+
+    # ------------------------------------------------------------------ time
+
+    def tick(self, now_ms: int) -> list[Effect]:
+        """Expire messages at the head and, if unused for `x-expires`, the queue itself."""
+        effects: list[Effect] = []
+        settled: list[int] = []
+        self._expire_head(now_ms, effects, settled)
+        effects = _with_settles(effects, settled)
+        expires = self.limits.expires_ms
+        if (expires is not None and not self._expired and not len(self.roster)
+                and now_ms - self._last_used_ms >= expires):
+            self._expired = True
+            effects.append(QueueExpired())
+        return effects
+
+    def next_deadline_ms(self) -> int | None:
+        """When `tick` next has something to do (None: nothing scheduled)."""
+        deadlines = []
+        head = self._ready.peek()
+        if head is not None and self._meta.expires_at_ms(head) != NO_EXPIRY:
+            deadlines.append(self._meta.expires_at_ms(head) + 1)
+        if self.limits.expires_ms is not None and not len(self.roster) and not self._expired:
+            deadlines.append(self._last_used_ms + self.limits.expires_ms)
+        return min(deadlines) if deadlines else None
+
+    def forget_below(self, ack_floor: int) -> None:
+        """The cursor's ack floor moved: metadata below it is no longer needed."""
+        self._meta.forget_below(ack_floor)
+
+
+def _with_settles(effects: list[Effect], settled: list[int]) -> list[Effect]:
+    """Append `Settle` effects for `settled`, coalesced into half-open ranges."""
+    if not settled:
+        return effects
+    ordered = sorted(settled)
+    lo = hi = ordered[0]
+    for offset in ordered:
+        if offset == hi:
+            hi += 1
+            continue
+        effects.append(Settle(lo, hi))
+        lo, hi = offset, offset + 1
+    effects.append(Settle(lo, hi))
+    return effects
