@@ -1,0 +1,123 @@
+"""What applying a command changed: the events the broker acts on.
+
+`MetadataState.apply` returns `Applied(events)`. An empty tuple means the
+command changed nothing (an equivalent redeclare, deleting what is absent,
+a binding that already exists), which is still a success. Cascades are
+explicit: deleting a queue lists the bindings that went with it, an
+auto-delete exchange that lost its last binding appears as
+`ExchangeDeleted(auto_deleted=True)` after the event that caused it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from logbroker.metadata.records import ExchangeRecord, QueueRecord
+from logbroker.routing import Binding
+
+
+@dataclass(frozen=True, slots=True)
+class VhostAdded:
+    vhost: str
+
+
+@dataclass(frozen=True, slots=True)
+class VhostUpdated:
+    vhost: str
+
+
+@dataclass(frozen=True, slots=True)
+class VhostDeleted:
+    vhost: str
+    queues: tuple[str, ...]
+    exchanges: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UserPut:
+    user: str
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class UserDeleted:
+    user: str
+    permissions_cleared_in: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionsSet:
+    user: str
+    vhost: str
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionsCleared:
+    user: str
+    vhost: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeDeclared:
+    exchange: ExchangeRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeDeleted:
+    """`bindings`: every binding removed with it, from it and to it."""
+
+    vhost: str
+    name: str
+    bindings: tuple[Binding, ...]
+    auto_deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDeclared:
+    queue: QueueRecord
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDeleted:
+    vhost: str
+    name: str
+    bindings: tuple[Binding, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BindingAdded:
+    vhost: str
+    binding: Binding
+
+
+@dataclass(frozen=True, slots=True)
+class BindingRemoved:
+    vhost: str
+    binding: Binding
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyChanged:
+    """A policy was put or deleted; the objects whose effective policy changed."""
+
+    vhost: str
+    policy: str
+    deleted: bool
+    queues: tuple[str, ...]
+    exchanges: tuple[str, ...]
+
+
+Event = (
+    VhostAdded | VhostUpdated | VhostDeleted | UserPut | UserDeleted | PermissionsSet
+    | PermissionsCleared | ExchangeDeclared | ExchangeDeleted | QueueDeclared | QueueDeleted
+    | BindingAdded | BindingRemoved | PolicyChanged
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    events: tuple[Event, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.events)

@@ -1,0 +1,162 @@
+"""The immutable records the metadata state holds, and their snapshot form.
+
+Bindings are the routing core's `Binding` (source exchange, `Destination`,
+key, arguments) kept per vhost; they are not redefined here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from logbroker.metadata.table_codec import decode_table, encode_table
+from logbroker.routing.types import freeze
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def freeze_table(table: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(table)) if table else _EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class VhostRecord:
+    name: str
+    description: str = ""
+    tags: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "tags": list(self.tags)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VhostRecord:
+        return cls(data["name"], data["description"], tuple(data["tags"]))
+
+
+@dataclass(frozen=True, slots=True)
+class UserRecord:
+    name: str
+    password_hash: str
+    hashing_algorithm: str
+    tags: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "password_hash": self.password_hash,
+            "hashing_algorithm": self.hashing_algorithm,
+            "tags": list(self.tags),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> UserRecord:
+        return cls(
+            data["name"], data["password_hash"], data["hashing_algorithm"], tuple(data["tags"])
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRecord:
+    """The configure / write / read regexes of one user in one vhost."""
+
+    user: str
+    vhost: str
+    configure: str
+    write: str
+    read: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "user": self.user,
+            "vhost": self.vhost,
+            "configure": self.configure,
+            "write": self.write,
+            "read": self.read,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PermissionRecord:
+        return cls(data["user"], data["vhost"], data["configure"], data["write"], data["read"])
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeRecord:
+    vhost: str
+    name: str
+    type: str
+    durable: bool
+    auto_delete: bool
+    internal: bool
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arguments", freeze_table(self.arguments))
+
+    def __hash__(self) -> int:
+        return hash((self.vhost, self.name, self.type, freeze(self.arguments)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "durable": self.durable,
+            "auto_delete": self.auto_delete,
+            "internal": self.internal,
+            "arguments": encode_table(self.arguments),
+        }
+
+    @classmethod
+    def from_json(cls, vhost: str, data: Mapping[str, Any]) -> ExchangeRecord:
+        return cls(
+            vhost,
+            data["name"],
+            data["type"],
+            data["durable"],
+            data["auto_delete"],
+            data["internal"],
+            decode_table(data["arguments"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    """A queue's declaration. An exclusive queue is never durable (as in RabbitMQ)."""
+
+    vhost: str
+    name: str
+    durable: bool
+    exclusive_owner: str | None
+    auto_delete: bool
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arguments", freeze_table(self.arguments))
+
+    def __hash__(self) -> int:
+        return hash((self.vhost, self.name, self.exclusive_owner, freeze(self.arguments)))
+
+    @property
+    def exclusive(self) -> bool:
+        return self.exclusive_owner is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "durable": self.durable,
+            "exclusive_owner": self.exclusive_owner,
+            "auto_delete": self.auto_delete,
+            "arguments": encode_table(self.arguments),
+        }
+
+    @classmethod
+    def from_json(cls, vhost: str, data: Mapping[str, Any]) -> QueueRecord:
+        return cls(
+            vhost,
+            data["name"],
+            data["durable"],
+            data["exclusive_owner"],
+            data["auto_delete"],
+            decode_table(data["arguments"]),
+        )
