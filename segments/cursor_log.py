@@ -203,7 +203,7 @@ class CursorLog:
         self._check_open()
         self._write(_check_ranges(ranges))
 
-    def append_group(self, items: list[Sequence[tuple[int, int]]]) -> list[None]:
+    def append_group(self, items: Sequence[Sequence[tuple[int, int]]]) -> list[None]:
         """`append` for several callers with one write; a failure fails them all."""
         self._check_open()
         combined = [checked for ranges in items for checked in _check_ranges(ranges)]

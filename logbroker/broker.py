@@ -1,0 +1,249 @@
+"""The broker of one node: definitions, queues and the message paths between them.
+
+Definitions change only through the metadata store (a log of commands applied
+by a pure state machine). After each applied command the broker brings its
+runtime objects in line with the resulting events: the exchange router of the
+vhost, and a `QueueShell` (log + cursor log + queue core) for every queue.
+Permission checks follow RabbitMQ: configure to declare or delete, write to
+publish or bind into, read to consume, get, purge or bind from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ipaddress
+import logging
+import os
+import shutil
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from logbroker.broker_config import BrokerConfig, Session
+from logbroker.errors import NOT_FOUND, BrokerError
+from logbroker.metadata import (
+    Applied,
+    Command,
+    DeleteQueue,
+    MetadataState,
+    MetadataStore,
+    PolicyChanged,
+    QueueDeclared,
+    QueueDeleted,
+    VhostDeleted,
+    apply_events,
+    bootstrap_commands,
+    build_router,
+    check_access,
+    check_vhost_access,
+    hash_password,
+    verify_password,
+)
+from logbroker.publishing import Publisher
+from logbroker.queue.queue_core import Overflow, QueueLimits
+from logbroker.queue.queue_shell import QueueSettings, QueueShell
+from logbroker.routing import ExchangeRouter
+from segments.filesystem import FileSystem, RealFileSystem
+from segments.group_commit import FsyncPolicy
+
+logger = logging.getLogger(__name__)
+Permission = Literal["configure", "write", "read"]
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, fs: FileSystem, store: MetadataStore) -> None:
+        self.config = config
+        self.fs = fs
+        self.store = store
+        self._routers: dict[str, ExchangeRouter] = {}
+        self._queues: dict[tuple[str, str], QueueShell] = {}
+        self._closing: set[asyncio.Future[None]] = set()
+        self.publisher = Publisher(self.router, self.queue)
+
+    # ------------------------------------------------------------- lifecycle
+
+    @classmethod
+    def open(cls, config: BrokerConfig, fs: FileSystem | None = None) -> Broker:
+        """Recover the node's state from `config.data_dir` (call inside the event loop)."""
+        fs = fs or RealFileSystem()
+        fs.makedirs(config.data_dir)
+        password_hash = hash_password(config.default_password, os.urandom(4))
+        store = MetadataStore.open(fs, config.data_dir,
+                                   bootstrap=bootstrap_commands(password_hash, config.default_user))
+        broker = cls(config, fs, store)
+        for command in store.state.restart_cleanup_commands():
+            broker._apply(command)  # transient queues and exchanges do not survive a restart
+        broker._remove_orphan_queue_directories()
+        for vhost in store.state.vhosts():
+            for record in store.state.queues(vhost.name):
+                broker._open_queue(vhost.name, record.name)
+        return broker
+
+    async def close(self) -> None:
+        await self.settle()
+        for shell in list(self._queues.values()):
+            await shell.close()
+        self._queues.clear()
+        self.store.close()
+
+    @property
+    def state(self) -> MetadataState:
+        return self.store.state
+
+    def router(self, vhost: str) -> ExchangeRouter:
+        router = self._routers.get(vhost)
+        if router is None:
+            router = build_router(self.state, vhost)
+            self._routers[vhost] = router
+        return router
+
+    def queue(self, vhost: str, name: str) -> QueueShell | None:
+        return self._queues.get((vhost, name))
+
+    def queues_of(self, vhost: str) -> list[QueueShell]:
+        return [shell for (v, _), shell in self._queues.items() if v == vhost]
+
+    # -------------------------------------------------------------- access
+
+    def authenticate(self, user: str, password: str, peer_host: str | None) -> str | None:
+        record = self.state.user(user)
+        if record is None or not verify_password(
+            password, record.password_hash, record.hashing_algorithm
+        ):
+            return None
+        if user in self.config.loopback_users and not _is_loopback(peer_host):
+            logger.warning("user %r may connect only from localhost (peer %s)", user, peer_host)
+            return None
+        return user
+
+    def check_vhost(self, user: str, vhost: str) -> None:
+        if self.state.vhost(vhost) is None:
+            raise BrokerError(530, f"vhost {vhost} not found")
+        check_vhost_access(self.state, user, vhost)
+
+    def check(self, session: Session, kind: Literal["queue", "exchange"], name: str,
+              permission: Permission) -> None:
+        check_access(self.state, session.user, session.vhost, kind, name, permission)
+
+    # ---------------------------------------------------------- definitions
+
+    def apply(self, command: Command) -> Applied:
+        """Apply a definition change and bring routers and queues in line with it."""
+        return self._apply(command)
+
+    def _apply(self, command: Command) -> Applied:
+        applied = self.store.apply(command)
+        for vhost, router in self._routers.items():
+            apply_events(router, self.state, vhost, applied.events)
+        for event in applied.events:
+            if isinstance(event, QueueDeclared):
+                self._open_queue(event.queue.vhost, event.queue.name)
+            elif isinstance(event, QueueDeleted):
+                self._drop_queue(event.vhost, event.name)
+            elif isinstance(event, VhostDeleted):
+                for name in event.queues:
+                    self._drop_queue(event.vhost, name)
+                self._routers.pop(event.vhost, None)
+            elif isinstance(event, PolicyChanged):
+                for name in event.queues:
+                    self._refresh_queue_settings(event.vhost, name)
+        return applied
+
+    def queue_settings(self, vhost: str, name: str) -> QueueSettings:
+        record = self.state.queue(vhost, name)
+        if record is None:
+            raise BrokerError(NOT_FOUND, f"no queue '{name}' in vhost '{vhost}'")
+        arguments = self.state.effective_queue_arguments(vhost, name)
+        return _settings_from(vhost, name, record.durable, arguments, self.config.fsync_policy)
+
+    def queue_directory(self, vhost: str, name: str) -> str:
+        digest = hashlib.sha256(f"{vhost}\0{name}".encode()).hexdigest()[:32]
+        return os.path.join(self.config.data_dir, "queues", digest)
+
+    def _open_queue(self, vhost: str, name: str) -> None:
+        if (vhost, name) in self._queues:
+            return
+        settings = self.queue_settings(vhost, name)
+        shell = QueueShell.open(settings, self.fs, self.queue_directory(vhost, name))
+        shell.on_dead_letter = self.publisher.dead_letter
+        shell.on_expired = self._queue_expired
+        self._queues[(vhost, name)] = shell
+
+    def _drop_queue(self, vhost: str, name: str) -> None:
+        shell = self._queues.pop((vhost, name), None)
+        if shell is None:
+            return
+        shell.cancel_consumers()
+        self._closing.add(asyncio.ensure_future(_close_and_remove(shell)))
+
+    async def settle(self) -> None:
+        """Wait until queues being deleted have closed (tests, shutdown)."""
+        while self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)
+            self._closing = {task for task in self._closing if not task.done()}
+
+    def _queue_expired(self, shell: QueueShell) -> None:
+        vhost, name = shell.settings.vhost, shell.name
+        if self.queue(vhost, name) is shell:
+            logger.info("queue %r in vhost %r expired (x-expires)", name, vhost)
+            self._apply(DeleteQueue(vhost, name))
+
+    def _refresh_queue_settings(self, vhost: str, name: str) -> None:
+        shell = self._queues.get((vhost, name))
+        if shell is None:
+            return
+        settings = self.queue_settings(vhost, name)
+        shell.settings = settings
+        shell.core.set_limits(settings.limits)
+        shell.schedule_pump()
+
+    def _remove_orphan_queue_directories(self) -> None:
+        root = os.path.join(self.config.data_dir, "queues")
+        if not os.path.isdir(root):
+            return
+        live = {os.path.basename(self.queue_directory(v.name, q.name))
+                for v in self.state.vhosts() for q in self.state.queues(v.name)}
+        for entry in os.listdir(root):
+            if entry not in live:
+                shutil.rmtree(os.path.join(root, entry), ignore_errors=True)
+
+
+async def _close_and_remove(shell: QueueShell) -> None:
+    await shell.close()
+    shutil.rmtree(shell.directory, ignore_errors=True)
+
+
+def _settings_from(
+    vhost: str, name: str, durable: bool, arguments: Mapping[str, Any],
+    fsync_policy: FsyncPolicy,
+) -> QueueSettings:
+    dead_letter_exchange = arguments.get("x-dead-letter-exchange")
+    limits = QueueLimits(
+        max_length=arguments.get("x-max-length"),
+        max_length_bytes=arguments.get("x-max-length-bytes"),
+        overflow=Overflow(arguments.get("x-overflow", "drop-head")),
+        dead_letter=dead_letter_exchange is not None,
+        expires_ms=arguments.get("x-expires"),
+    )
+    return QueueSettings(
+        vhost=vhost,
+        name=name,
+        durable=durable,
+        limits=limits,
+        message_ttl_ms=arguments.get("x-message-ttl"),
+        max_priority=arguments.get("x-max-priority"),
+        single_active_consumer=bool(arguments.get("x-single-active-consumer", False)),
+        # Transient queues do not survive a restart, so their writes need no fsync.
+        fsync_policy=fsync_policy if durable else FsyncPolicy.parse("never"),
+        dead_letter_exchange=dead_letter_exchange,
+        dead_letter_routing_key=arguments.get("x-dead-letter-routing-key"),
+    )
+
+
+def _is_loopback(host: str | None) -> bool:
+    if host is None:
+        return True  # not a network connection (in-process)
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"

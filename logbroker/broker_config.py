@@ -1,0 +1,29 @@
+"""What a broker is configured with, and who is asking (a session)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from segments.group_commit import FsyncPolicy
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    data_dir: str = field(default_factory=lambda: os.path.join(os.getcwd(), "logbroker-data"))
+    node_name: str = "logbroker@localhost"
+    default_user: str = "guest"
+    default_password: str = "guest"
+    # RabbitMQ's loopback_users: these users may connect only from 127.0.0.0/8 or ::1.
+    loopback_users: tuple[str, ...] = ("guest",)
+    fsync_policy: FsyncPolicy = field(default_factory=FsyncPolicy)
+    max_message_bytes: int = 128 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Session:
+    """The authenticated connection an operation comes from."""
+
+    connection_id: str
+    user: str
+    vhost: str

@@ -1,0 +1,94 @@
+"""Consuming: basic.consume / cancel / get and the settlement of deliveries.
+
+Deliveries go to a `DeliverySink` (an AMQP channel, a WebSocket...), which
+owns delivery tags; the broker side speaks in (queue, offset). An auto-delete
+queue is deleted when its last consumer goes, as RabbitMQ does, and an
+exclusive consumer or a consumer on another connection's exclusive queue is
+refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from logbroker.broker import Broker
+from logbroker.broker_config import Session
+from logbroker.definitions import server_generated_name
+from logbroker.errors import NOT_FOUND, BrokerError
+from logbroker.message import Message
+from logbroker.metadata import DeleteQueue
+from logbroker.queue.consumers import Consumer
+from logbroker.queue.queue_core import ConsumerRefused
+from logbroker.queue.queue_shell import DeliverySink, QueueShell
+
+
+def consume(
+    broker: Broker, session: Session, queue: str, sink: DeliverySink, *,
+    consumer_tag: str = "", no_ack: bool = False, exclusive: bool = False,
+    prefetch_count: int = 0, arguments: Mapping[str, Any] | None = None,
+) -> str:
+    """basic.consume: returns the consumer tag (generated when empty)."""
+    shell = _readable(broker, session, queue)
+    tag = consumer_tag or server_generated_name("amq.ctag-")
+    priority = (arguments or {}).get("x-priority", 0)
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise BrokerError(406, f"invalid arg 'x-priority' for consumer '{tag}': {priority!r}")
+    consumer = Consumer(tag, sink.channel_key, prefetch_count=prefetch_count,
+                        priority=priority, no_ack=no_ack, exclusive=exclusive)
+    try:
+        shell.add_consumer(consumer, sink)
+    except ConsumerRefused as refused:
+        text = refused.text
+        if refused.reply_code == 403:
+            text = f"queue '{queue}' in vhost '{session.vhost}' in exclusive use"
+        raise BrokerError(refused.reply_code, text.split(" - ", 1)[-1]) from refused
+    shell.had_consumers = True
+    return tag
+
+
+def cancel(broker: Broker, session: Session, queue: str, consumer_tag: str) -> None:
+    """basic.cancel (or the channel closing): auto-delete queues go with their last consumer."""
+    shell = broker.queue(session.vhost, queue)
+    if shell is None:
+        return
+    shell.remove_consumer(consumer_tag)
+    record = broker.state.queue(session.vhost, queue)
+    if record is not None and record.auto_delete and shell.had_consumers \
+            and shell.core.consumer_count == 0:
+        broker.apply(DeleteQueue(session.vhost, queue))
+
+
+def get(
+    broker: Broker, session: Session, queue: str, channel_key: str, no_ack: bool
+) -> tuple[int, bool, Message, int] | None:
+    """basic.get: (offset, redelivered, message, messages left) or None if empty."""
+    shell = _readable(broker, session, queue)
+    found = shell.get(channel_key, no_ack)
+    if found is None:
+        return None
+    offset, redelivered, message = found
+    return offset, redelivered, message, shell.core.message_count
+
+
+def channel_closed(broker: Broker, vhost: str, channel_key: str, queues: set[str]) -> None:
+    """Requeue what the channel left unacked on each queue it used."""
+    for name in queues:
+        shell = broker.queue(vhost, name)
+        if shell is not None:
+            tags = [t for t in shell.consumer_tags()
+                    if (c := shell.core.roster.get(t)) is not None and c.channel_key == channel_key]
+            shell.channel_closed(channel_key)
+            record = broker.state.queue(vhost, name)
+            if tags and record is not None and record.auto_delete \
+                    and shell.core.consumer_count == 0:
+                broker.apply(DeleteQueue(vhost, name))
+
+
+def _readable(broker: Broker, session: Session, queue: str) -> QueueShell:
+    broker.state.check_queue_access(session.vhost, queue, session.connection_id)
+    broker.check(session, "queue", queue, "read")
+    shell = broker.queue(session.vhost, queue)
+    if shell is None:
+        raise BrokerError(NOT_FOUND, f"no queue '{queue}' in vhost '{session.vhost}'")
+    return shell

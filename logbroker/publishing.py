@@ -1,0 +1,102 @@
+"""Publishing: route a message, admit it to every target queue, append, confirm.
+
+A publish is confirmed (`PublishResult.confirmed`) once every queue it was
+routed to holds it durably under that queue's fsync policy; it is nacked when
+a queue refused it (`x-overflow` reject-publish). An unroutable message is
+confirmed at once and, if `mandatory`, reported for a basic.return (312
+NO_ROUTE), as RabbitMQ does. Dead-lettered messages take the same path from
+the queue's dead-letter exchange, minus the queues that would close a cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from logbroker.dead_letter import dead_lettered, drop_cycles
+from logbroker.message import Message
+from logbroker.queue.effects import DeadLetterReason
+from logbroker.queue.queue_core import Admission
+from logbroker.queue.queue_shell import QueueShell
+from logbroker.routing import ExchangeRouter, RoutedMessage
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    routed: bool
+    confirmed: bool  # False: nack (a queue refused it)
+
+
+QueueLookup = Callable[[str, str], QueueShell | None]
+RouterLookup = Callable[[str], ExchangeRouter]
+
+
+class Publisher:
+    def __init__(self, routers: RouterLookup, queues: QueueLookup) -> None:
+        self._routers = routers
+        self._queues = queues
+
+    def route(self, vhost: str, exchange: str, message: Message) -> list[QueueShell]:
+        routed = self._routers(vhost).route(
+            exchange,
+            RoutedMessage(message.routing_key, message.properties.headers,
+                          _routing_properties(message)),
+        )
+        shells = [self._queues(vhost, name) for name in routed.queues]
+        return [shell for shell in shells if shell is not None]
+
+    async def publish(self, vhost: str, message: Message) -> PublishResult:
+        if not message.timestamp_ms:
+            message.timestamp_ms = int(time.time() * 1000)
+        targets = self.route(vhost, message.exchange, message)
+        return await self._deliver_to(vhost, message, targets)
+
+    async def _deliver_to(
+        self, vhost: str, message: Message, targets: list[QueueShell]
+    ) -> PublishResult:
+        if not targets:
+            return PublishResult(routed=False, confirmed=True)
+        appends: list[Awaitable[object]] = []
+        confirmed = True
+        for shell in targets:
+            admission = shell.admit(message)
+            if admission is Admission.ACCEPT:
+                appends.append(shell.append(message))
+                continue
+            confirmed = False
+            if admission is Admission.REJECT_DEAD_LETTER:
+                appends.append(self.dead_letter(shell, message, DeadLetterReason.MAXLEN))
+        if appends:
+            await asyncio.gather(*appends)
+        return PublishResult(routed=True, confirmed=confirmed)
+
+    async def dead_letter(
+        self, source: QueueShell, message: Message, reason: DeadLetterReason
+    ) -> None:
+        """Republish `message` from `source` to its dead-letter exchange, if it has one."""
+        exchange = source.settings.dead_letter_exchange
+        if exchange is None:
+            return
+        vhost = source.settings.vhost
+        if not self._routers(vhost).has_exchange(exchange):
+            return  # RabbitMQ drops the message when the DLX does not exist
+        republished, routing_key = dead_lettered(
+            message, source.name, reason, source.settings.dead_letter_routing_key,
+            int(time.time() * 1000),
+        )
+        republished.exchange = exchange
+        republished.routing_key = routing_key
+        targets = self.route(vhost, exchange, republished)
+        allowed = set(drop_cycles(republished, [shell.name for shell in targets]))
+        await self._deliver_to(vhost, republished, [t for t in targets if t.name in allowed])
+
+
+def _routing_properties(message: Message) -> dict[str, object]:
+    properties = message.properties
+    return {
+        "message_id": properties.message_id,
+        "correlation_id": properties.correlation_id,
+        "timestamp": properties.timestamp,
+    }

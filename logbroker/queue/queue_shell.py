@@ -1,0 +1,380 @@
+"""The I/O shell of one queue: QueueCore + its segment log + its cursor log.
+
+Theory of operation. A publish is admitted by the core, appended to the log
+through a GroupCommitter (resolving once durable under the queue's fsync
+policy), then made ready in the core in offset order. Every call into the core
+returns effects, which `_carry_out` executes strictly in order:
+
+- `Deliver`: read the message (a small cache of the last decoded batch makes
+  sequential delivery cheap) and hand it to the consumer's sink;
+- `DeadLetter`: republish through the broker's callback, awaited, before the
+  `Settle` that follows it (so a crash duplicates rather than loses);
+- `Settle`: append the ranges to the cursor log through its own committer;
+  a lost settle only means a redelivery, so it is synced on an interval;
+- `QueueExpired`: tell the broker to delete the queue.
+
+A delivery mark, kept ahead of the highest offset ever delivered and
+persisted before any delivery passes it, tells a restart which unacked
+messages may have been delivered: only those come back `redelivered`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from logbroker.message import Message, expiry_ms
+from logbroker.queue.consumers import Consumer
+from logbroker.queue.effects import (
+    DeadLetter,
+    DeadLetterReason,
+    Deliver,
+    Effect,
+    QueueExpired,
+    Settle,
+)
+from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta
+from logbroker.queue.queue_core import Admission, QueueCore, QueueLimits
+from segments.cursor_log import CursorLog
+from segments.filesystem import FileSystem, write_file_atomically
+from segments.group_commit import FsyncPolicy, GroupCommitter
+from segments.log import AppendResult, Log
+from segments.record_batch import LogRecord, Record
+
+DELIVERY_MARK_STEP = 4096
+CURSOR_FSYNC = FsyncPolicy.parse("interval:200")
+READ_AHEAD_BYTES = 256 * 1024
+
+
+class DeliverySink(Protocol):
+    """Where a consumer's messages go: implemented by an AMQP channel, a WebSocket..."""
+
+    @property
+    def channel_key(self) -> str: ...
+
+    def deliver(
+        self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
+        message: Message,
+    ) -> None: ...
+
+    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None: ...
+
+    def credit(self) -> int | None:
+        """Unacked deliveries the channel may still take (None: no channel-wide limit)."""
+        ...
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    vhost: str
+    name: str
+    durable: bool
+    limits: QueueLimits
+    message_ttl_ms: int | None = None
+    max_priority: int | None = None
+    single_active_consumer: bool = False
+    fsync_policy: FsyncPolicy = field(default_factory=FsyncPolicy)
+    dead_letter_exchange: str | None = None
+    dead_letter_routing_key: str | None = None
+
+
+DeadLetterCallback = Callable[["QueueShell", Message, DeadLetterReason], Awaitable[None]]
+ExpiredCallback = Callable[["QueueShell"], None]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class QueueShell:
+    def __init__(
+        self, settings: QueueSettings, fs: FileSystem, directory: str, log: Log,
+        cursor: CursorLog, core: QueueCore, delivery_mark: int,
+    ) -> None:
+        self.settings = settings
+        self._fs = fs
+        self.directory = directory
+        self.log = log
+        self.cursor = cursor
+        self.core = core
+        self._committer: GroupCommitter[Sequence[Record], AppendResult] = GroupCommitter(
+            log, settings.fsync_policy)
+        self._cursor_committer: GroupCommitter[Sequence[tuple[int, int]], None] = (
+            GroupCommitter(cursor, CURSOR_FSYNC))
+        self._sinks: dict[str, DeliverySink] = {}
+        self._appended: dict[int, MessageMeta] = {}
+        self._cache: dict[int, LogRecord] = {}
+        self._delivery_mark = delivery_mark
+        self._delivered_below = 0  # exact: one past the highest offset delivered
+        self._pump_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._effect_chain: asyncio.Future[None] | None = None
+        self.on_dead_letter: DeadLetterCallback | None = None
+        self.on_expired: ExpiredCallback | None = None
+        self.closed = False
+        self.had_consumers = False  # auto-delete applies only once a consumer came
+        self.clock: Callable[[], int] = _now_ms
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def open(cls, settings: QueueSettings, fs: FileSystem, directory: str) -> QueueShell:
+        """Open (or create) the queue's files and rebuild its state from them."""
+        fs.makedirs(directory)
+        log = Log.open(fs, os.path.join(directory, "log"))
+        cursor = CursorLog.open(fs, os.path.join(directory, "cursor"))
+        mark = _read_mark(fs, os.path.join(directory, "delivery-mark"))
+        ack_floor = max(cursor.ack_floor, log.log_start_offset)
+        metas, transient = _recovered_metas(log, ack_floor, settings)
+        if transient:
+            cursor.append(transient)  # non-persistent messages do not survive a restart
+            cursor.sync()
+        core = QueueCore.recover(
+            settings.limits, ack_floor=ack_floor, next_offset=log.next_offset,
+            acked=cursor.acked.ranges(), metas=metas, delivered_below=mark,
+            max_priority=settings.max_priority,
+            single_active_consumer=settings.single_active_consumer, now_ms=_now_ms(),
+        )
+        shell = cls(settings, fs, directory, log, cursor, core, mark)
+        shell._delivered_below = min(mark, log.next_offset)
+        return shell
+
+    # --------------------------------------------------------------- publish
+
+    def admit(self, message: Message) -> Admission:
+        return self.core.admit(message.size_bytes)
+
+    async def append(self, message: Message) -> int:
+        """Append an admitted message; returns its offset once durable and ready."""
+        now = self.clock()
+        expires = expiry_ms(message, self.settings.message_ttl_ms, now)
+        priority = message.properties.priority or 0
+        meta = MessageMeta(message.size_bytes, NO_EXPIRY if expires is None else expires,
+                           min(priority, 255))
+        result = await self._committer.submit([message.to_record()])
+        self._appended[result.base_offset] = meta
+        # Groups resolve in offset order, but make the core's order explicit anyway.
+        while self.core.next_offset in self._appended:
+            offset = self.core.next_offset
+            self._run(self.core.enqueue(offset, self._appended.pop(offset)))
+        self.schedule_pump()
+        return result.base_offset
+
+    # ------------------------------------------------------------- consumers
+
+    def add_consumer(self, consumer: Consumer, sink: DeliverySink) -> None:
+        self.core.add_consumer(consumer, self.clock())
+        self._sinks[consumer.tag] = sink
+        self.schedule_pump()
+
+    def remove_consumer(self, tag: str) -> None:
+        self.core.remove_consumer(tag, self.clock())
+        self._sinks.pop(tag, None)
+        self.schedule_pump()
+        self._arm_timer()
+
+    def consumer_tags(self) -> list[str]:
+        return list(self._sinks)
+
+    def ack(self, offsets: Sequence[int]) -> None:
+        self._run(self.core.ack(offsets))
+        self.schedule_pump()
+
+    def reject(self, offsets: Sequence[int], requeue: bool) -> None:
+        self._run(self.core.reject(offsets, requeue))
+        self.schedule_pump()
+
+    def channel_closed(self, channel_key: str) -> None:
+        """Requeue what the channel left unacked (and forget its consumers)."""
+        for tag in [t for t, sink in self._sinks.items() if sink.channel_key == channel_key]:
+            self.remove_consumer(tag)
+        self._run(self.core.requeue_channel(channel_key))
+        self.schedule_pump()
+
+    def get(self, channel_key: str, no_ack: bool) -> tuple[int, bool, Message] | None:
+        """basic.get: (offset, redelivered, message) or None when the queue is empty."""
+        found: tuple[int, bool, Message] | None = None
+        effects = self.core.get(channel_key, no_ack, self.clock())
+        for effect in effects:
+            if isinstance(effect, Deliver):
+                self._advance_delivery_mark(effect.offset)
+                found = (effect.offset, effect.redelivered, self.message_at(effect.offset))
+        self._run([e for e in effects if not isinstance(e, Deliver)])
+        self._arm_timer()
+        return found
+
+    def purge(self) -> int:
+        count, effects = self.core.purge()
+        self._run(effects)
+        return count
+
+    # --------------------------------------------------------------- pumping
+
+    def schedule_pump(self) -> None:
+        if not self._pump_scheduled and not self.closed:
+            self._pump_scheduled = True
+            asyncio.get_running_loop().call_soon(self._pump)
+
+    def _pump(self) -> None:
+        self._pump_scheduled = False
+        if self.closed:
+            return
+        credit = {}
+        for sink in self._sinks.values():
+            room = sink.credit()
+            if room is not None:
+                credit[sink.channel_key] = room
+        self._run(self.core.pump(self.clock(), credit))
+        self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadline = self.core.next_deadline_ms()
+        if deadline is not None and not self.closed:
+            delay = max(0.0, (deadline - self.clock()) / 1000)
+            self._timer = asyncio.get_running_loop().call_later(delay, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if not self.closed:
+            self._run(self.core.tick(self.clock()))
+            self.schedule_pump()
+
+    # ---------------------------------------------------------------- effects
+
+    def _run(self, effects: list[Effect]) -> None:
+        """Carry out effects in order; dead-lettering makes the rest wait for it."""
+        if not effects:
+            return
+        if self._effect_chain is not None and not self._effect_chain.done():
+            previous = self._effect_chain
+            self._effect_chain = asyncio.ensure_future(self._after(previous, effects))
+            return
+        for index, effect in enumerate(effects):
+            if isinstance(effect, DeadLetter):
+                self._effect_chain = asyncio.ensure_future(self._carry_out(effects[index:]))
+                return
+            self._carry_out_one(effect)
+
+    async def _after(self, previous: asyncio.Future[None], effects: list[Effect]) -> None:
+        await previous
+        await self._carry_out(effects)
+
+    async def _carry_out(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, DeadLetter):
+                if self.on_dead_letter is not None and not self.closed:
+                    await self.on_dead_letter(self, self.message_at(effect.offset), effect.reason)
+            else:
+                self._carry_out_one(effect)
+
+    def _carry_out_one(self, effect: Effect) -> None:
+        if isinstance(effect, Deliver):
+            self._advance_delivery_mark(effect.offset)
+            sink = self._sinks.get(effect.consumer_tag or "")
+            if sink is not None:
+                sink.deliver(self.name, effect.consumer_tag, effect.offset, effect.redelivered,
+                             self.message_at(effect.offset))
+        elif isinstance(effect, Settle):
+            if not self.closed:
+                settle = self._cursor_committer.submit([(effect.lo, effect.hi)])
+                asyncio.ensure_future(settle).add_done_callback(self._after_settle)
+        elif isinstance(effect, QueueExpired) and self.on_expired is not None:
+            self.on_expired(self)
+
+    def _after_settle(self, task: asyncio.Future[None]) -> None:
+        if task.cancelled() or task.exception() is not None or self.closed:
+            return
+        floor = self.cursor.ack_floor
+        self.core.forget_below(floor)
+        for offset in [o for o in self._cache if o < floor]:
+            del self._cache[offset]
+
+    def _advance_delivery_mark(self, offset: int) -> None:
+        self._delivered_below = max(self._delivered_below, offset + 1)
+        if offset < self._delivery_mark:
+            return
+        # Persist a mark ahead of the delivery, in steps: a crash then flags at most
+        # a step's worth of never-delivered messages as redelivered.
+        self._write_mark(offset + DELIVERY_MARK_STEP)
+
+    def _write_mark(self, mark: int) -> None:
+        self._delivery_mark = mark
+        data = json.dumps({"delivered_below": mark}).encode()
+        write_file_atomically(self._fs, os.path.join(self.directory, "delivery-mark"), data)
+
+    # ------------------------------------------------------------------ reads
+
+    def message_at(self, offset: int) -> Message:
+        record = self._cache.get(offset)
+        if record is None:
+            self._cache = {r.offset: r for r in self.log.read(offset, READ_AHEAD_BYTES)}
+            record = self._cache[offset]
+        return Message.from_record(record)
+
+    # ---------------------------------------------------------------- closing
+
+    def cancel_consumers(self) -> None:
+        """The queue is going away: tell every consumer (consumer_cancel_notify)."""
+        for tag, sink in list(self._sinks.items()):
+            sink.consumer_cancelled(self.name, tag)
+        self._sinks.clear()
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        if self._effect_chain is not None:
+            await asyncio.gather(self._effect_chain, return_exceptions=True)
+        self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        await self._committer.close()
+        await self._cursor_committer.close()
+        if self._delivered_below or self._delivery_mark:
+            self._write_mark(self._delivered_below)  # a clean stop knows exactly
+        self.log.close()
+        self.cursor.close()
+
+
+def _read_mark(fs: FileSystem, path: str) -> int:
+    if not fs.exists(path):
+        return 0
+    handle = fs.open(path)
+    try:
+        return int(json.loads(handle.read_at(0, handle.size()))["delivered_below"])
+    except (ValueError, KeyError, TypeError):
+        return 2**62  # unreadable: assume everything may have been delivered
+    finally:
+        handle.close()
+
+
+def _recovered_metas(
+    log: Log, ack_floor: int, settings: QueueSettings
+) -> tuple[list[MessageMeta], list[tuple[int, int]]]:
+    """Metadata for every offset in [ack_floor, next_offset), and the transient ones."""
+    metas: list[MessageMeta] = []
+    transient: list[tuple[int, int]] = []
+    offset = ack_floor
+    while offset < log.next_offset:
+        records = log.read(offset, 1 << 20)
+        for record in records:
+            message = Message.from_record(record)
+            expires = expiry_ms(message, settings.message_ttl_ms, record.timestamp_ms)
+            metas.append(MessageMeta(message.size_bytes,
+                                     NO_EXPIRY if expires is None else expires,
+                                     min(message.properties.priority or 0, 255)))
+            if not message.persistent or not settings.durable:
+                transient.append((record.offset, record.offset + 1))
+        offset = records[-1].offset + 1
+    return metas, transient

@@ -1,0 +1,123 @@
+"""The broker end to end, in process: definitions, publish, consume, ack, restart."""
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from pamqp import commands
+
+from logbroker import consuming, definitions
+from logbroker.broker import Broker
+from logbroker.broker_config import BrokerConfig, Session
+from logbroker.errors import BrokerError
+from logbroker.message import Message
+
+SESSION = Session("conn-1", "guest", "/")
+
+
+@dataclass
+class RecordingSink:
+    channel_key: str = "conn-1:1"
+    deliveries: list[tuple[str, str | None, int, bool, Message]] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    room: int | None = None
+
+    def deliver(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
+                message: Message) -> None:
+        self.deliveries.append((queue, consumer_tag, offset, redelivered, message))
+
+    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None:
+        self.cancelled.append(consumer_tag)
+
+    def credit(self) -> int | None:
+        return self.room
+
+
+def persistent(body: bytes, **props: object) -> Message:
+    return Message("", "", body, commands.Basic.Properties(delivery_mode=2, **props))
+
+
+async def publish(broker: Broker, exchange: str, key: str, message: Message) -> bool:
+    message.exchange, message.routing_key = exchange, key
+    result = await broker.publisher.publish(SESSION.vhost, message)
+    return result.routed and result.confirmed
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0.01)
+
+
+async def test_publish_consume_ack_and_restart(tmp_path: Path) -> None:
+    config = BrokerConfig(data_dir=str(tmp_path))
+    broker = Broker.open(config)
+    definitions.declare_queue(broker, SESSION, "work", durable=True)
+    for i in range(5):
+        assert await publish(broker, "", "work", persistent(f"m{i}".encode()))
+    assert definitions.declare_queue(broker, SESSION, "work", passive=True)[1] == 5
+    sink = RecordingSink()
+    consuming.consume(broker, SESSION, "work", sink, consumer_tag="c1", prefetch_count=2)
+    await settle()
+    assert [d[4].body for d in sink.deliveries] == [b"m0", b"m1"]
+    broker.queue("/", "work").ack([sink.deliveries[0][2]])
+    await settle()
+    assert [d[4].body for d in sink.deliveries] == [b"m0", b"m1", b"m2"]
+    await broker.close()
+
+    broker = Broker.open(config)  # m1 and m2 were delivered, not acked
+    sink = RecordingSink()
+    consuming.consume(broker, SESSION, "work", sink, consumer_tag="c1")
+    await settle()
+    got = [(d[4].body, d[3]) for d in sink.deliveries]
+    assert got == [(b"m1", True), (b"m2", True), (b"m3", False), (b"m4", False)]
+    await broker.close()
+
+
+async def test_topic_routing_dead_lettering_and_ttl(tmp_path: Path) -> None:
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
+    definitions.declare_exchange(broker, SESSION, "logs", "topic")
+    definitions.declare_exchange(broker, SESSION, "dlx", "fanout")
+    definitions.declare_queue(broker, SESSION, "dead")
+    definitions.bind_queue(broker, SESSION, "dead", "dlx", "")
+    definitions.declare_queue(broker, SESSION, "errors", arguments={
+        "x-dead-letter-exchange": "dlx", "x-message-ttl": 50})
+    definitions.bind_queue(broker, SESSION, "errors", "logs", "*.error")
+    assert await publish(broker, "logs", "kern.error", persistent(b"disk"))
+    assert not (await broker.publisher.publish("/", Message("logs", "kern.info", b"x"))).routed
+    sink = RecordingSink()
+    consuming.consume(broker, SESSION, "dead", sink)
+    for _ in range(50):
+        await asyncio.sleep(0.02)
+        if sink.deliveries:
+            break
+    (queue, _, _, _, message), = sink.deliveries
+    death = message.properties.headers["x-death"][0]
+    assert (queue, death["reason"], death["queue"], death["count"]) == (
+        "dead", "expired", "errors", 1)
+    assert message.properties.headers["x-first-death-reason"] == "expired"
+    await broker.close()
+
+
+async def test_reject_without_requeue_goes_to_dlx_and_errors_have_reply_codes(
+    tmp_path: Path,
+) -> None:
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
+    definitions.declare_queue(broker, SESSION, "dlq")
+    definitions.declare_queue(broker, SESSION, "q", arguments={
+        "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
+    await publish(broker, "", "q", persistent(b"bad"))
+    sink = RecordingSink()
+    consuming.consume(broker, SESSION, "q", sink)
+    await settle()
+    broker.queue("/", "q").reject([sink.deliveries[0][2]], requeue=False)
+    await settle()
+    found = consuming.get(broker, SESSION, "dlq", "conn-1:2", no_ack=True)
+    assert found is not None and found[2].properties.headers["x-death"][0]["reason"] == "rejected"
+    with pytest.raises(BrokerError) as raised:
+        definitions.declare_queue(broker, SESSION, "q", durable=True)
+    assert raised.value.reply_code == 406
+    with pytest.raises(BrokerError) as raised:
+        definitions.declare_queue(broker, SESSION, "missing", passive=True)
+    assert raised.value.reply_code == 404
+    await broker.close()
