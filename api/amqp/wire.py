@@ -1,0 +1,376 @@
+"""AMQP 0-9-1 framing on top of pamqp: split a byte buffer into frames, decode
+method and content-header payloads, encode outgoing frames.
+
+Theory of operation
+-------------------
+A frame is ``type:u8 channel:u16 size:u32 payload[size] 0xCE``. :func:`parse_frame`
+looks at the 7-byte header first, so a frame larger than the negotiated limit is
+refused before its payload is buffered; it returns ``None`` until the whole
+frame is there. Payloads are decoded with pamqp, but every failure pamqp can
+raise (``UnmarshalingException``, ``struct.error``, ``ValueError``, ``OverflowError``
+from absurd timestamps, ``RecursionError`` from deeply nested tables, ...) is
+turned into a :class:`ProtocolError` carrying the AMQP reply code, so callers
+only ever see that one exception type for bad input.
+
+Invariants
+----------
+* Nothing here keeps state but the two buffers (:class:`Inbox`,
+  :class:`Outbox`); every function is pure.
+* Methods are decoded without running pamqp's ``__init__`` / ``validate`` (which
+  warn or reject values RabbitMQ accepts) and encoded without ``validate`` for
+  the same reason: exchange and queue names may hold any UTF-8, as in RabbitMQ.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import cast
+
+from pamqp import base, commands, common, decode, encode, header
+
+from api.amqp.reply_codes import ReplyCode, reply_text
+
+__all__ = [
+    "FRAME_BODY",
+    "FRAME_END",
+    "FRAME_HEADER",
+    "FRAME_HEARTBEAT",
+    "FRAME_METHOD",
+    "FRAME_OVERHEAD",
+    "HEARTBEAT_FRAME",
+    "PROTOCOL_HEADER",
+    "ContentHeaderPrefix",
+    "Inbox",
+    "Outbox",
+    "ProtocolError",
+    "RawFrame",
+    "check_frame",
+    "decode_content_header",
+    "decode_method",
+    "encode_content",
+    "encode_method",
+    "method_ids",
+    "method_name",
+    "parse_frame",
+]
+
+FRAME_METHOD = 1
+FRAME_HEADER = 2
+FRAME_BODY = 3
+FRAME_HEARTBEAT = 8
+FRAME_END = 0xCE
+FRAME_END_BYTES = b"\xce"
+#: type (1) + channel (2) + size (4) + frame-end (1)
+FRAME_OVERHEAD = 8
+PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+HEARTBEAT_FRAME = struct.pack(">BHI", FRAME_HEARTBEAT, 0, 0) + FRAME_END_BYTES
+
+_FRAME_HEADER = struct.Struct(">BHI")
+_METHOD_IDS = struct.Struct(">HH")
+_CONTENT_PREFIX = struct.Struct(">HHQ")
+
+
+class ProtocolError(Exception):
+    """Bad input from the peer, with the reply code and text to close with.
+
+    ``lost_sync``: the byte stream can no longer be split into frames (bad size
+    or frame-end), so nothing after this point can be read.
+    """
+
+    def __init__(
+        self,
+        code: int,
+        explanation: str,
+        class_id: int = 0,
+        method_id: int = 0,
+        *,
+        lost_sync: bool = False,
+    ) -> None:
+        self.code = code
+        self.text = reply_text(code, explanation)
+        self.class_id = class_id
+        self.method_id = method_id
+        self.lost_sync = lost_sync
+        super().__init__(self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class RawFrame:
+    """One complete frame, payload not yet decoded."""
+
+    frame_type: int
+    channel: int
+    payload: bytes
+
+
+def parse_frame(
+    buf: bytes | bytearray, start: int, max_payload: int
+) -> tuple[RawFrame, int] | None:
+    """Take the frame starting at ``buf[start]``: ``(frame, end offset)``, or None if incomplete.
+
+    ``max_payload`` 0 means no limit. Raises :class:`ProtocolError` (lost sync)
+    for an oversized frame or a wrong frame-end octet.
+    """
+    if len(buf) - start < _FRAME_HEADER.size:
+        return None
+    frame_type, channel, size = _FRAME_HEADER.unpack_from(buf, start)
+    if max_payload and size > max_payload:
+        raise ProtocolError(
+            ReplyCode.FRAME_ERROR,
+            f"frame of type {frame_type} on channel {channel} has a payload of {size} bytes, "
+            f"larger than the negotiated frame_max allows ({max_payload})",
+            lost_sync=True,
+        )
+    end = start + _FRAME_HEADER.size + size + 1
+    if len(buf) < end:
+        return None
+    if buf[end - 1] != FRAME_END:
+        raise ProtocolError(
+            ReplyCode.FRAME_ERROR,
+            f"frame of type {frame_type} on channel {channel} ends with octet "
+            f"0x{buf[end - 1]:02x} instead of the frame-end marker 0xce",
+            lost_sync=True,
+        )
+    with memoryview(buf) as view:
+        payload = bytes(view[start + _FRAME_HEADER.size : end - 1])
+    return RawFrame(frame_type, channel, payload), end
+
+
+def check_frame(frame: RawFrame) -> None:
+    """Raise :class:`ProtocolError` for a frame no channel may receive: a heartbeat
+    with a payload or off channel 0, an unknown frame type, content on channel 0."""
+    kind, channel, size = frame.frame_type, frame.channel, len(frame.payload)
+    if kind == FRAME_HEARTBEAT:
+        if size:
+            raise ProtocolError(ReplyCode.FRAME_ERROR, f"heartbeat frame with {size} bytes")
+        if channel != 0:
+            raise ProtocolError(
+                ReplyCode.UNEXPECTED_FRAME, f"heartbeat frame on channel {channel}, not 0"
+            )
+    elif kind not in (FRAME_METHOD, FRAME_HEADER, FRAME_BODY):
+        raise ProtocolError(ReplyCode.FRAME_ERROR, f"unknown frame type {kind}")
+    elif channel == 0 and kind != FRAME_METHOD:
+        raise ProtocolError(ReplyCode.UNEXPECTED_FRAME, f"content frame (type {kind}) on channel 0")
+
+
+def method_ids(payload: bytes) -> tuple[int, int]:
+    """Class and method id of a method-frame payload (0, 0 if too short)."""
+    if len(payload) < _METHOD_IDS.size:
+        return 0, 0
+    class_id, method_id = _METHOD_IDS.unpack_from(payload)
+    return int(class_id), int(method_id)
+
+
+def method_name(method: base.Frame | type[base.Frame]) -> str:
+    """RabbitMQ's spelling of a method: ``Basic.CancelOk`` -> ``basic.cancel_ok``."""
+    cls_name, _, meth = method.name.partition(".")
+    snake = "".join("_" + c.lower() if c.isupper() else c for c in meth).lstrip("_")
+    return f"{cls_name.lower()}.{snake}"
+
+
+def decode_method(payload: bytes) -> base.Frame:
+    """Decode a method-frame payload into its pamqp command object."""
+    if len(payload) < _METHOD_IDS.size:
+        raise ProtocolError(
+            ReplyCode.FRAME_ERROR, f"method frame too short ({len(payload)} bytes) for a method id"
+        )
+    class_id, method_id = method_ids(payload)
+    cls = cast("type[base.Frame] | None", commands.INDEX_MAPPING.get((class_id << 16) | method_id))
+    if cls is None:
+        raise ProtocolError(
+            ReplyCode.COMMAND_INVALID,
+            f"unknown method: class {class_id}, method {method_id}",
+            class_id,
+            method_id,
+        )
+    method = cls.__new__(cls)
+    try:
+        method.unmarshal(payload[_METHOD_IDS.size :])
+    except Exception as err:  # pamqp's decoders raise many kinds on garbage
+        raise ProtocolError(
+            ReplyCode.FRAME_ERROR,
+            f"cannot decode the arguments of {method_name(cls)}: {_describe(err)}",
+            class_id,
+            method_id,
+        ) from err
+    return method
+
+
+@dataclass(frozen=True, slots=True)
+class ContentHeaderPrefix:
+    """The fixed part of a content header: class id, weight, body size."""
+
+    class_id: int
+    weight: int
+    body_size: int
+
+
+def decode_content_header(payload: bytes) -> ContentHeaderPrefix:
+    """The fixed 12-byte prefix of a content-header payload (properties not decoded)."""
+    if len(payload) < _CONTENT_PREFIX.size + 2:
+        raise ProtocolError(
+            ReplyCode.FRAME_ERROR,
+            f"content header frame too short ({len(payload)} bytes)",
+        )
+    class_id, weight, body_size = _CONTENT_PREFIX.unpack_from(payload)
+    return ContentHeaderPrefix(int(class_id), int(weight), int(body_size))
+
+
+def decode_properties(payload: bytes) -> commands.Basic.Properties:
+    """The basic properties of a content-header payload (class 60)."""
+    content_header = header.ContentHeader()
+    try:
+        content_header.unmarshal(payload)
+    except Exception as err:  # pamqp's decoders raise many kinds on garbage
+        raise ProtocolError(
+            ReplyCode.FRAME_ERROR,
+            f"cannot decode the content header properties: {_describe(err)}",
+            commands.Basic.frame_id,
+            commands.Basic.Publish.frame_id,
+        ) from err
+    return content_header.properties
+
+
+def decode_table_body(data: bytes) -> common.FieldTable:
+    """Decode a field table given without its 4-byte length prefix (AMQPLAIN)."""
+    _, table = decode.field_table(struct.pack(">I", len(data)) + data)
+    return table
+
+
+def _frame(frame_type: int, channel: int, payload: bytes) -> bytes:
+    return _FRAME_HEADER.pack(frame_type, channel, len(payload)) + payload + FRAME_END_BYTES
+
+
+def _encode_arguments(method: base.Frame) -> bytes:
+    """pamqp's ``Frame.marshal`` without ``validate()``: same bit packing."""
+    out: list[bytes] = []
+    bits = 0
+    nbits = 0
+    for attribute in method.__slots__:
+        data_type = method.amqp_type(attribute)
+        value = getattr(method, attribute, None)
+        if data_type == "bit":
+            if nbits == 8:
+                out.append(bytes([bits]))
+                bits = nbits = 0
+            bits |= (1 if value else 0) << nbits
+            nbits += 1
+            continue
+        if nbits:
+            out.append(bytes([bits]))
+            bits = nbits = 0
+        out.append(encode.by_type(value, data_type))
+    if nbits:
+        out.append(bytes([bits]))
+    return b"".join(out)
+
+
+def encode_method(channel: int, method: base.Frame) -> bytes:
+    """One method frame. Raises ValueError if an argument cannot be encoded."""
+    try:
+        arguments = _encode_arguments(method)
+    except (TypeError, ValueError, struct.error) as err:
+        raise ValueError(f"cannot encode {method_name(method)}: {err}") from err
+    return _frame(FRAME_METHOD, channel, _METHOD_IDS.pack(*_split_index(method.index)) + arguments)
+
+
+def encode_content(
+    channel: int,
+    method: base.Frame,
+    properties: commands.Basic.Properties,
+    body: bytes,
+    frame_max: int,
+) -> bytes:
+    """Method frame, content header frame and body frames of at most frame_max - 8 bytes.
+
+    An empty body has no body frame, as in RabbitMQ.
+    """
+    try:
+        head = header.ContentHeader(0, len(body), properties).marshal()
+    except (TypeError, ValueError, struct.error) as err:
+        raise ValueError(f"cannot encode the content properties: {err}") from err
+    parts = [encode_method(channel, method), _frame(FRAME_HEADER, channel, head)]
+    chunk = frame_max - FRAME_OVERHEAD if frame_max else len(body) or 1
+    view = memoryview(body)
+    for offset in range(0, len(body), chunk):
+        piece = view[offset : offset + chunk]
+        parts.append(_FRAME_HEADER.pack(FRAME_BODY, channel, len(piece)))
+        parts.append(bytes(piece))
+        parts.append(FRAME_END_BYTES)
+    return b"".join(parts)
+
+
+class Inbox:
+    """Bytes received from the socket and not yet consumed, read front to back."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._pos = 0
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self._buffer += data
+
+    def peek(self, size: int) -> bytes:
+        return bytes(self._buffer[self._pos : self._pos + size])
+
+    def skip(self, size: int) -> None:
+        self._pos += size
+
+    def next_frame(self, max_payload: int) -> RawFrame | None:
+        """Consume the next complete frame; None if incomplete (see :func:`parse_frame`)."""
+        parsed = parse_frame(self._buffer, self._pos, max_payload)
+        if parsed is None:
+            return None
+        frame, self._pos = parsed
+        return frame
+
+    def compact(self) -> None:
+        """Free the consumed bytes."""
+        if self._pos:
+            del self._buffer[: self._pos]
+            self._pos = 0
+
+    def clear(self) -> None:
+        self._buffer = bytearray()
+        self._pos = 0
+
+
+class Outbox:
+    """Bytes waiting for the socket, and when the last of them was queued.
+
+    ``now_ms`` is the owner's clock (the latest time it was told); writes are
+    stamped with it for the heartbeat sender. Once ``sealed``, writes are dropped.
+    """
+
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+        self.last_write_ms = now_ms
+        self.sealed = False
+        self._buffer = bytearray()
+
+    def write(self, data: bytes) -> None:
+        if self.sealed:
+            return
+        self._buffer += data
+        self.last_write_ms = self.now_ms
+
+    def method(self, channel: int, method: base.Frame) -> None:
+        self.write(encode_method(channel, method))
+
+    def drain(self) -> bytes:
+        out = bytes(self._buffer)
+        self._buffer.clear()
+        return out
+
+    def __len__(self) -> int:
+        return len(self._buffer)
+
+
+def _split_index(index: int) -> tuple[int, int]:
+    return (index >> 16) & 0xFFFF, index & 0xFFFF
+
+
+def _describe(err: BaseException) -> str:
+    text = str(err) or type(err).__name__
+    return text if len(text) <= 120 else text[:117] + "..."
