@@ -118,6 +118,8 @@ class QueueShell:
         self.on_expired: ExpiredCallback | None = None
         self.closed = False
         self.had_consumers = False  # auto-delete applies only once a consumer came
+        self._reclaiming = False
+        self._background: set[asyncio.Future[None]] = set()
         self.clock: Callable[[], int] = _now_ms
 
     @property
@@ -289,7 +291,7 @@ class QueueShell:
         elif isinstance(effect, Settle):
             if not self.closed:
                 settle = self._cursor_committer.submit([(effect.lo, effect.hi)])
-                asyncio.ensure_future(settle).add_done_callback(self._after_settle)
+                self._in_background(settle).add_done_callback(self._after_settle)
         elif isinstance(effect, QueueExpired) and self.on_expired is not None:
             self.on_expired(self)
 
@@ -300,6 +302,26 @@ class QueueShell:
         self.core.forget_below(floor)
         for offset in [o for o in self._cache if o < floor]:
             del self._cache[offset]
+        bases = self.log.segment_base_offsets()
+        if len(bases) > 1 and bases[1] <= floor and not self._reclaiming:
+            self._reclaiming = True
+            self._in_background(self._reclaim(floor))
+
+    def _in_background(self, work: Awaitable[None]) -> asyncio.Future[None]:
+        # The event loop only keeps weak references to tasks: hold them until done.
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def _reclaim(self, floor: int) -> None:
+        """Delete log segments every message of which is settled (DESIGN.md section 3)."""
+        try:
+            async with self._committer.exclusive():
+                if not self.closed:
+                    self.log.delete_before(floor)
+        finally:
+            self._reclaiming = False
 
     def _advance_delivery_mark(self, offset: int) -> None:
         self._delivered_below = max(self._delivered_below, offset + 1)
@@ -336,6 +358,7 @@ class QueueShell:
             return
         if self._effect_chain is not None:
             await asyncio.gather(self._effect_chain, return_exceptions=True)
+        await asyncio.gather(*list(self._background), return_exceptions=True)
         self.closed = True
         if self._timer is not None:
             self._timer.cancel()

@@ -121,3 +121,24 @@ async def test_reject_without_requeue_goes_to_dlx_and_errors_have_reply_codes(
         definitions.declare_queue(broker, SESSION, "missing", passive=True)
     assert raised.value.reply_code == 404
     await broker.close()
+
+
+async def test_settled_segments_are_deleted(tmp_path: Path) -> None:
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
+    definitions.declare_queue(broker, SESSION, "big", durable=True)
+    shell = broker.queue("/", "big")
+    shell.log.config = type(shell.log.config)(segment_bytes_max=64 * 1024)
+    body = b"x" * 4000
+    for _ in range(100):
+        await publish(broker, "", "big", persistent(body))
+    assert shell.log.segment_count > 3
+    for _ in range(100):
+        found = consuming.get(broker, SESSION, "big", "conn-1:1", no_ack=True)
+        assert found is not None
+    for _ in range(50):
+        await asyncio.sleep(0.02)
+        if shell.log.segment_count == 1:
+            break
+    assert shell.log.segment_count == 1
+    assert shell.log.log_start_offset > 0
+    await broker.close()
