@@ -102,6 +102,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self._exclusive = asyncio.Lock()
         self._interval_sync: asyncio.Handle | None = None
         self._closed = False
+        self._background_sync: asyncio.Task[None] | None = None
         self.groups_written = 0
         self.fsyncs = 0
 
@@ -164,8 +165,9 @@ class GroupCommitter(Generic[ItemT, ResultT]):
 
     def _start_interval_sync(self) -> None:
         self._interval_sync = None
-        task = asyncio.get_running_loop().create_task(self.sync())
-        task.add_done_callback(_log_background_failure)
+        # Held until done: the event loop keeps only weak references to tasks.
+        self._background_sync = asyncio.get_running_loop().create_task(self.sync())
+        self._background_sync.add_done_callback(_log_background_failure)
 
     async def sync(self) -> None:
         """fsync now, after every write queued before this call."""
