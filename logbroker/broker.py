@@ -42,6 +42,12 @@ from logbroker.metadata import (
 from logbroker.publishing import Publisher
 from logbroker.queue.queue_core import Overflow, QueueLimits
 from logbroker.queue.queue_shell import QueueSettings, QueueShell
+from logbroker.resource_alarms import (
+    ResourceAlarms,
+    ResourceMonitor,
+    Watermarks,
+    default_memory_watermark,
+)
 from logbroker.routing import ExchangeRouter
 from segments.filesystem import FileSystem, RealFileSystem
 from segments.group_commit import FsyncPolicy
@@ -59,6 +65,11 @@ class Broker:
         self._queues: dict[tuple[str, str], QueueShell] = {}
         self._closing: set[asyncio.Future[None]] = set()
         self.publisher = Publisher(self.router, self.queue)
+        watermarks = Watermarks(
+            config.memory_high_watermark_bytes or default_memory_watermark(),
+            config.disk_free_limit_bytes,
+        )
+        self.resources = ResourceMonitor(ResourceAlarms(watermarks), config.data_dir)
 
     # ------------------------------------------------------------- lifecycle
 
@@ -77,9 +88,11 @@ class Broker:
         for vhost in store.state.vhosts():
             for record in store.state.queues(vhost.name):
                 broker._open_queue(vhost.name, record.name)
+        broker.resources.start()
         return broker
 
     async def close(self) -> None:
+        await self.resources.stop()
         await self.settle()
         for shell in list(self._queues.values()):
             await shell.close()

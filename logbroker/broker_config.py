@@ -18,6 +18,9 @@ class BrokerConfig:
     loopback_users: tuple[str, ...] = ("guest",)
     fsync_policy: FsyncPolicy = field(default_factory=FsyncPolicy)
     max_message_bytes: int = 128 * 1024 * 1024
+    # None: 40% of the machine's RAM (RabbitMQ's vm_memory_high_watermark).
+    memory_high_watermark_bytes: int | None = None
+    disk_free_limit_bytes: int = 50_000_000
 
 
 @dataclass(frozen=True)
