@@ -92,7 +92,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self._target = target
         self.policy = policy
         self._group_items_max = group_items_max
-        self._pending: list[tuple[ItemT, asyncio.Future[ResultT]]] = []
+        self._pending: list[tuple[ItemT, asyncio.Future[ResultT], bool]] = []
         self._pending_items_max = pending_items_max
         self._in_flight = 0
         self._room_waiters: deque[asyncio.Future[None]] = deque()
@@ -106,8 +106,12 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self.groups_written = 0
         self.fsyncs = 0
 
-    async def submit(self, item: ItemT) -> ResultT:
-        """Append `item`; returns once it is durable under the policy."""
+    async def submit(self, item: ItemT, durable: bool = True) -> ResultT:
+        """Append `item`; returns once it is durable under the policy.
+
+        `durable=False` (a transient message) returns once written, without
+        waiting for the group's fsync: nothing is promised across a crash.
+        """
         if self._closed:
             raise LogClosedError("the group committer is closed")
         loop = asyncio.get_running_loop()
@@ -118,7 +122,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self._in_flight += 1
         try:
             future: asyncio.Future[ResultT] = loop.create_future()
-            self._pending.append((item, future))
+            self._pending.append((item, future, durable))
             if self._flusher is None or self._flusher.done():
                 self._flusher = loop.create_task(self._flush_pending())
             return await future
@@ -136,18 +140,28 @@ class GroupCommitter(Generic[ItemT, ResultT]):
                 del self._pending[: self._group_items_max]
                 await self._commit_group(group)
 
-    async def _commit_group(self, group: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
+    async def _commit_group(
+        self, group: list[tuple[ItemT, asyncio.Future[ResultT], bool]]
+    ) -> None:
         try:
-            results = self._target.append_group([item for item, _ in group])
-            self.groups_written += 1
-            if self.policy.mode is FsyncMode.ALWAYS:
-                await self._sync_off_loop()
+            results = self._target.append_group([item for item, _, _ in group])
         except Exception as error:
-            for _, future in group:
-                if not future.done():
-                    future.set_exception(error)
+            _fail(group, error)
             return
-        for (_, future), result in zip(group, results, strict=True):
+        self.groups_written += 1
+        waiting = []
+        for (_, future, durable), result in zip(group, results, strict=True):
+            if durable and self.policy.mode is FsyncMode.ALWAYS:
+                waiting.append((future, result))
+            elif not future.done():
+                future.set_result(result)
+        if self.policy.mode is FsyncMode.ALWAYS:
+            try:
+                await self._sync_off_loop()
+            except Exception as error:
+                _fail([(None, future, True) for future, _ in waiting], error)
+                return
+        for future, result in waiting:
             if not future.done():
                 future.set_result(result)
         if self._interval_sync is not None:
@@ -193,6 +207,12 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             self._interval_sync = None
         await self.sync()
         self._fsync_thread.shutdown(wait=False)
+
+
+def _fail(group: Sequence[tuple[object, asyncio.Future[ResultT], bool]], error: Exception) -> None:
+    for _, future, _ in group:
+        if not future.done():
+            future.set_exception(error)
 
 
 def _log_background_failure(task: asyncio.Task[None]) -> None:

@@ -162,7 +162,10 @@ class QueueShell:
         priority = message.properties.priority or 0
         meta = MessageMeta(message.size_bytes, NO_EXPIRY if expires is None else expires,
                            min(priority, 255))
-        result = await self._committer.submit([message.to_record()])
+        # A transient message, or any message in a transient queue, is not lost to a
+        # crash it could survive anyway: it is confirmed once written.
+        durable = message.persistent and self.settings.durable
+        result = await self._committer.submit([message.to_record()], durable=durable)
         self._appended[result.base_offset] = meta
         # Groups resolve in offset order, but make the core's order explicit anyway.
         while self.core.next_offset in self._appended:

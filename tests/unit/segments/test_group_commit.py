@@ -1,5 +1,6 @@
 import asyncio
 import errno
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -128,3 +129,22 @@ async def test_with_a_real_log_disk_full_is_reported_per_group() -> None:
     reopened = Log.open(fs, "/q")
     assert [r.value for r in reopened.read(0)] == [b"a", b"c"]
     reopened.close()
+
+
+class SlowSyncTarget(CountingTarget):
+    def sync(self) -> None:
+        time.sleep(0.05)  # runs on the committer's thread; the loop keeps going
+        super().sync()
+
+
+async def test_non_durable_items_resolve_before_the_fsync() -> None:
+    target = SlowSyncTarget()
+    committer: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("always"))
+    order: list[str] = []
+
+    async def submit(item: int, durable: bool) -> None:
+        await committer.submit(item, durable=durable)
+        order.append(f"{item}:{'synced' if item in target.durable else 'written'}")
+
+    await asyncio.gather(submit(1, False), submit(2, True))
+    assert order == ["1:written", "2:synced"]
