@@ -181,6 +181,9 @@ class Broker:
         shell.on_dead_letter = self.publisher.dead_letter
         shell.on_expired = self._queue_expired
         self._queues[(vhost, name)] = shell
+        # The first pump arms the queue's timer, so x-expires and message TTLs run
+        # even if nobody ever consumes from the queue.
+        shell.schedule_pump()
 
     def _drop_queue(self, vhost: str, name: str) -> None:
         shell = self._queues.pop((vhost, name), None)

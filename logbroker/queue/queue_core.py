@@ -182,14 +182,19 @@ class QueueCore:
 
     # --------------------------------------------------------------- publish
 
-    def admit(self, size_bytes: int) -> Admission:
-        """Whether a message of `size_bytes` may be enqueued under reject-publish rules."""
+    def admit(self, size_bytes: int, pending_count: int = 0, pending_bytes: int = 0) -> Admission:
+        """Whether a message of `size_bytes` may be enqueued under reject-publish rules.
+
+        `pending_count` / `pending_bytes`: messages admitted earlier and still being
+        written; they will be ready before this one, so they count against the limits.
+        """
         limits = self.limits
         if limits.overflow is Overflow.DROP_HEAD:
             return Admission.ACCEPT
-        full = (limits.max_length is not None and len(self._ready) >= limits.max_length) or (
+        count = len(self._ready) + pending_count
+        full = (limits.max_length is not None and count >= limits.max_length) or (
             limits.max_length_bytes is not None
-            and self.ready_bytes + size_bytes > limits.max_length_bytes
+            and self.ready_bytes + pending_bytes + size_bytes > limits.max_length_bytes
         )
         if not full:
             return Admission.ACCEPT

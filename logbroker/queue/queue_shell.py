@@ -108,7 +108,10 @@ class QueueShell:
             GroupCommitter(cursor, CURSOR_FSYNC))
         self._sinks: dict[str, DeliverySink] = {}
         self._appended: dict[int, MessageMeta] = {}
+        self._admitted = 0  # admitted publishes not yet ready (see admit)
+        self._admitted_bytes = 0
         self._cache: dict[int, LogRecord] = {}
+        self._cache_last = -1
         self._delivery_mark = delivery_mark
         self._delivered_below = 0  # exact: one past the highest offset delivered
         self._pump_scheduled = False
@@ -153,7 +156,17 @@ class QueueShell:
     # --------------------------------------------------------------- publish
 
     def admit(self, message: Message) -> Admission:
-        return self.core.admit(message.size_bytes)
+        """Admit a publish; an accepted one must be followed by `append(message)`.
+
+        Accepted messages count against reject-publish limits until `append` has
+        made them ready: publishes admitted back to back would otherwise all see
+        the same ready count and overshoot `x-max-length`.
+        """
+        admission = self.core.admit(message.size_bytes, self._admitted, self._admitted_bytes)
+        if admission is Admission.ACCEPT:
+            self._admitted += 1
+            self._admitted_bytes += message.size_bytes
+        return admission
 
     async def append(self, message: Message) -> int:
         """Append an admitted message; returns its offset once durable and ready."""
@@ -165,12 +178,16 @@ class QueueShell:
         # A transient message, or any message in a transient queue, is not lost to a
         # crash it could survive anyway: it is confirmed once written.
         durable = message.persistent and self.settings.durable
-        result = await self._committer.submit([message.to_record()], durable=durable)
-        self._appended[result.base_offset] = meta
-        # Groups resolve in offset order, but make the core's order explicit anyway.
-        while self.core.next_offset in self._appended:
-            offset = self.core.next_offset
-            self._run(self.core.enqueue(offset, self._appended.pop(offset)))
+        try:
+            result = await self._committer.submit([message.to_record()], durable=durable)
+            self._appended[result.base_offset] = meta
+            # Groups resolve in offset order, but make the core's order explicit anyway.
+            while self.core.next_offset in self._appended:
+                offset = self.core.next_offset
+                self._run(self.core.enqueue(offset, self._appended.pop(offset)))
+        finally:
+            self._admitted = max(0, self._admitted - 1)
+            self._admitted_bytes = max(0, self._admitted_bytes - message.size_bytes)
         self.schedule_pump()
         return result.base_offset
 
@@ -303,8 +320,8 @@ class QueueShell:
             return
         floor = self.cursor.ack_floor
         self.core.forget_below(floor)
-        for offset in [o for o in self._cache if o < floor]:
-            del self._cache[offset]
+        if self._cache and floor > self._cache_last:
+            self._cache = {}  # every cached record is settled
         bases = self.log.segment_base_offsets()
         if len(bases) > 1 and bases[1] <= floor and not self._reclaiming:
             self._reclaiming = True
@@ -344,7 +361,9 @@ class QueueShell:
     def message_at(self, offset: int) -> Message:
         record = self._cache.get(offset)
         if record is None:
-            self._cache = {r.offset: r for r in self.log.read(offset, READ_AHEAD_BYTES)}
+            records = self.log.read(offset, READ_AHEAD_BYTES)
+            self._cache = {r.offset: r for r in records}
+            self._cache_last = records[-1].offset
             record = self._cache[offset]
         return Message.from_record(record)
 

@@ -1,0 +1,406 @@
+"""One open AMQP channel on top of the broker: methods in, broker calls, answers out.
+
+Theory of operation
+-------------------
+The connection shell creates a :class:`ChannelSession` on ``ChannelOpened``
+and hands it every ``ChannelMethod`` and ``Publish`` of its channel; on
+``ChannelClosed`` (or when the session closes the channel itself) it calls
+:meth:`ChannelSession.close`. The session is the broker's ``DeliverySink`` for
+every consumer it creates, so queues push basic.deliver through it.
+
+* Definitions (exchange.* / queue.*) go to :mod:`api.amqp.channel_definitions`.
+* Publishes are checked at once (``check_publish``) and handed to the
+  channel's :class:`~api.amqp.publish_pipeline.PublishPipeline`, which runs
+  them concurrently and answers (basic.return, confirms) in publish order.
+* Deliveries and basic.get-ok take the channel's next delivery tag; unacked
+  ones are remembered in :class:`~api.amqp.delivery_tags.DeliveryTags` as
+  (queue shell, offset), and acks / nacks / rejects settle them on the shell.
+* Prefetch: basic.qos ``global=false`` sets the prefetch of consumers created
+  afterwards (the queue core enforces it); ``global=true`` limits the whole
+  channel, which the queues ask for through :meth:`credit` (RabbitMQ's
+  meaning since 3.3). Credit is also 0 while the socket is congested, and
+  at most :data:`FLOW_BATCH` deliveries go out between two flushes of the
+  socket, so a queue with a deep backlog and a consumer without prefetch does
+  not read the backlog into memory in one pump (no-ack consumers excepted:
+  the queue core gives them no credit limit).
+* Transactions buffer publishes and settlements (:mod:`api.amqp.channel_tx`);
+  tx.commit starts the publishes, settles, and answers commit-ok once the
+  publishes are durable. Until then the channel's later methods wait in a
+  backlog, so replies keep the order of requests.
+* Ordering with publishes: publishes are routed a moment after they arrive
+  (in their task's first step), so any other method (except ack / nack /
+  reject) that arrives while publishes are unanswered waits in the same
+  backlog until they are. A channel's own publishes are thus routed before a
+  later binding change and visible to its later basic.get or queue.declare
+  count, as with RabbitMQ's channel process.
+* Direct reply-to (``amq.rabbitmq.reply-to``) is :mod:`api.amqp.direct_reply`.
+
+Errors: a :class:`BrokerError` (also raised here for channel-level rules)
+closes the channel with its reply code, text and the failing method's ids, or
+the connection for a hard error. Closing requeues everything the channel left
+unacked (``consuming.channel_closed``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pamqp import base, commands
+
+from api.amqp.channel_definitions import DEFINITION_METHODS, ChannelDefinitions
+from api.amqp.channel_table import frame_ids
+from api.amqp.channel_tx import Settlement, Transaction, apply_settlement
+from api.amqp.connection_context import ConnectionContext
+from api.amqp.delivery_tags import DeliveryTags, Unacked, UnknownDeliveryTag
+from api.amqp.direct_reply import PSEUDO_QUEUE, ReplyEndpoint
+from api.amqp.events import ChannelMethod, Publish
+from api.amqp.publish_pipeline import PublishPipeline
+from logbroker import consuming
+from logbroker.definitions import server_generated_name
+from logbroker.errors import NOT_IMPLEMENTED, PRECONDITION_FAILED, BrokerError
+from logbroker.message import Message
+from logbroker.publish_checks import check_publish
+from logbroker.queue.queue_shell import QueueShell
+
+__all__ = ["ChannelSession"]
+
+NOT_ALLOWED = 530
+FLOW_BATCH = 64  # deliveries per channel between two socket flushes
+#: Methods that need not wait for the channel's earlier publishes: settling
+#: deliveries is independent of them, and delaying acks would stall consumers.
+_UNORDERED: frozenset[type[base.Frame]] = frozenset(
+    {commands.Basic.Ack, commands.Basic.Nack, commands.Basic.Reject}
+)
+ChannelEvent = ChannelMethod | Publish
+
+
+@dataclass(frozen=True, slots=True)
+class _Consumer:
+    shell: QueueShell
+    no_ack: bool
+
+
+class ChannelSession:
+    """The broker side of channel ``number`` (implements ``DeliverySink``)."""
+
+    def __init__(
+        self, ctx: ConnectionContext, number: int, on_closed: Callable[[int], None]
+    ) -> None:
+        self.number = number
+        self._ctx = ctx
+        self._key = f"{ctx.session.connection_id}:{number}"
+        self._on_closed = on_closed
+        self._definitions = ChannelDefinitions(ctx.broker, ctx.session, ctx.direct_reply.exists)
+        self._reply = ReplyEndpoint(ctx.direct_reply, self._deliver_reply)
+        self._tags: DeliveryTags[QueueShell] = DeliveryTags()
+        self._consumers: dict[str, _Consumer] = {}
+        self._queues_used: set[str] = set()
+        self._prefetch_count = 0  # for consumers created from now on
+        self._global_prefetch = 0  # channel-wide; 0: no limit
+        self._since_flush = 0  # deliveries since the shell last flushed our output
+        self._pipeline = PublishPipeline(ctx, number)
+        self._tx: Transaction[QueueShell] | None = None
+        # Set while earlier publishes (or a tx.commit) are unanswered: later events wait.
+        self._backlog: deque[ChannelEvent] | None = None
+        self.closed = False
+        self._handlers: dict[type[base.Frame], Callable[[Any], None]] = {
+            commands.Basic.Qos: self._qos,
+            commands.Basic.Consume: self._consume,
+            commands.Basic.Cancel: self._cancel,
+            commands.Basic.Get: self._get,
+            commands.Basic.Ack: self._ack,
+            commands.Basic.Nack: self._nack,
+            commands.Basic.Reject: self._reject,
+            commands.Basic.Recover: self._recover,
+            commands.Basic.RecoverAsync: self._recover,
+            commands.Tx.Select: self._tx_select,
+            commands.Tx.Commit: self._tx_commit,
+            commands.Tx.Rollback: self._tx_rollback,
+            commands.Confirm.Select: self._confirm_select,
+        }
+
+    # -- DeliverySink ---------------------------------------------------------------
+
+    @property
+    def channel_key(self) -> str:
+        return self._key
+
+    def deliver(
+        self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
+        message: Message,
+    ) -> None:
+        consumer = self._consumers.get(consumer_tag or "")
+        if self.closed or consumer is None:
+            # The shell forgets a channel's consumers before it requeues, so this should
+            # not happen; if it did, the message must not stay owned by a dead channel.
+            shell = self._ctx.broker.queue(self._ctx.session.vhost, queue)
+            if shell is not None:
+                shell.reject([offset], requeue=True)
+            return
+        entry = None if consumer.no_ack else Unacked(consumer.shell, offset, consumer_tag)
+        tag = self._tags.issue(entry)
+        self._since_flush += 1
+        method = commands.Basic.Deliver(
+            consumer_tag, tag, redelivered, message.exchange, message.routing_key
+        )
+        self._ctx.machine.send_content(self.number, method, message.properties, message.body)
+        self._ctx.notify_output()
+
+    def _deliver_reply(self, consumer_tag: str, message: Message) -> None:
+        """A direct reply-to reply for this channel's reply consumer (no-ack)."""
+        if self.closed:
+            return
+        method = commands.Basic.Deliver(
+            consumer_tag, self._tags.issue(None), False, message.exchange, message.routing_key
+        )
+        self._ctx.machine.send_content(self.number, method, message.properties, message.body)
+        self._ctx.notify_output()
+
+    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None:
+        """The queue went away: tell the client, if it understands (consumer_cancel_notify)."""
+        if self._consumers.pop(consumer_tag, None) is None or self.closed:
+            return
+        if self._ctx.cancel_notify:
+            self._ctx.machine.send_method(self.number, commands.Basic.Cancel(consumer_tag, True))
+            self._ctx.notify_output()
+
+    def credit(self) -> int | None:
+        if self._ctx.congested():
+            return 0
+        room = FLOW_BATCH - self._since_flush
+        if self._global_prefetch:
+            room = min(room, self._global_prefetch - self._tags.consumer_unacked)
+        return max(0, room)
+
+    def output_flushed(self) -> None:
+        """The shell wrote our output to an uncongested socket: a new delivery batch may go."""
+        starved = self._since_flush >= FLOW_BATCH
+        self._since_flush = 0
+        if starved:
+            self.resume()
+
+    def resume(self) -> None:
+        """Credit may have grown (acks, a larger qos, the socket drained): pump our queues."""
+        for consumer in self._consumers.values():
+            consumer.shell.schedule_pump()
+
+    # -- events from the connection --------------------------------------------------
+
+    def handle(self, event: ChannelEvent) -> None:
+        """A method or publish on this channel, in arrival order."""
+        if self.closed:
+            return
+        if self._backlog is not None:
+            self._backlog.append(event)
+            return
+        if (isinstance(event, ChannelMethod) and type(event.method) not in _UNORDERED
+                and self._pipeline.pending):
+            # Earlier publishes first: they must be routed before a binding changes and
+            # be visible to this channel's own basic.get, as RabbitMQ's channel does.
+            self._backlog = deque([event])
+            self._pipeline.barrier(self._release_backlog)
+            return
+        self._dispatch(event)
+
+    def _release_backlog(self) -> None:
+        waiting, self._backlog = self._backlog or deque(), None
+        while waiting and not self.closed:
+            if self._backlog is not None:  # gated again: the rest waits behind it
+                self._backlog.extend(waiting)
+                return
+            self.handle(waiting.popleft())
+
+    def _dispatch(self, event: ChannelEvent) -> None:
+        try:
+            if isinstance(event, Publish):
+                self._publish(event)
+            elif type(event.method) in DEFINITION_METHODS:
+                reply = self._definitions.handle(event.method)
+                if not getattr(event.method, "nowait", False):
+                    self._send(reply)
+            else:
+                self._handlers[type(event.method)](event.method)
+        except UnknownDeliveryTag as err:
+            self.fail(BrokerError(PRECONDITION_FAILED, str(err)), event.method)
+        except BrokerError as err:
+            self.fail(err, event.method)
+
+    def fail(self, err: BrokerError, method: base.Frame) -> None:
+        """Close the channel (or, for a hard error, the connection) because of ``err``."""
+        class_id, method_id = frame_ids(method)
+        if err.connection_error:
+            self._ctx.machine.close_connection(err.reply_code, err.reply_text, class_id, method_id)
+        else:
+            self._ctx.machine.close_channel(
+                self.number, err.reply_code, err.reply_text, class_id, method_id
+            )
+            self.close()
+            self._on_closed(self.number)
+        self._ctx.notify_output()
+
+    def close(self) -> None:
+        """The channel is gone: forget consumers, requeue whatever it left unacked."""
+        if self.closed:
+            return
+        self.closed = True
+        self._pipeline.close()
+        self._backlog = None
+        self._tx = None
+        self._tags.take_all()
+        self._consumers.clear()
+        self._reply.close()
+        consuming.channel_closed(
+            self._ctx.broker, self._ctx.session.vhost, self._key, self._queues_used
+        )
+
+    # -- basic.publish, confirm.select, tx.* ------------------------------------------
+
+    def _publish(self, event: Publish) -> None:
+        method = event.method
+        check_publish(self._ctx.broker, self._ctx.session, method.exchange, event.properties,
+                      len(event.body))
+        self._reply.rewrite_reply_to(event.properties)
+        message = Message(method.exchange, method.routing_key, event.body, event.properties)
+        if self._tx is not None:
+            self._tx.publishes.append((message, method.mandatory))
+        else:
+            self._pipeline.submit(message, method.mandatory)
+
+    def _confirm_select(self, method: commands.Confirm.Select) -> None:
+        if self._tx is not None:
+            raise BrokerError(PRECONDITION_FAILED, "cannot switch from tx to confirm mode")
+        self._pipeline.confirming = True
+        if not method.nowait:
+            self._send(commands.Confirm.SelectOk())
+
+    def _tx_select(self, _method: commands.Tx.Select) -> None:
+        if self._pipeline.confirming:
+            raise BrokerError(PRECONDITION_FAILED, "cannot switch from confirm to tx mode")
+        if self._tx is None:
+            self._tx = Transaction()
+        self._send(commands.Tx.SelectOk())
+
+    def _tx_commit(self, _method: commands.Tx.Commit) -> None:
+        publishes, settlements = self._transaction().take()
+        for settlement in settlements:
+            self._settle(settlement)
+        for message, mandatory in publishes:
+            self._pipeline.submit(message, mandatory)
+        self._backlog = deque()  # later requests wait for commit-ok
+        self._pipeline.barrier(self._committed)
+
+    def _committed(self) -> None:
+        self._send(commands.Tx.CommitOk())
+        self._release_backlog()
+
+    def _tx_rollback(self, _method: commands.Tx.Rollback) -> None:
+        _publishes, settlements = self._transaction().take()
+        for settlement in settlements:
+            self._tags.restore(settlement.deliveries)
+        self._send(commands.Tx.RollbackOk())
+
+    def _transaction(self) -> Transaction[QueueShell]:
+        if self._tx is None:
+            raise BrokerError(PRECONDITION_FAILED, "channel is not transactional")
+        return self._tx
+
+    # -- consuming -------------------------------------------------------------------
+
+    def _qos(self, method: commands.Basic.Qos) -> None:
+        if method.prefetch_size:
+            raise BrokerError(NOT_IMPLEMENTED, f"prefetch_size!=0 ({method.prefetch_size})")
+        if method.global_:
+            self._global_prefetch = method.prefetch_count
+            self.resume()
+        else:
+            self._prefetch_count = method.prefetch_count
+        self._send(commands.Basic.QosOk())
+
+    def _consume(self, method: commands.Basic.Consume) -> None:
+        queue = self._definitions.queue_name(method.queue)
+        tag = method.consumer_tag
+        if tag and (tag in self._consumers or tag == self._reply.consumer_tag):
+            raise BrokerError(NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
+        if queue == PSEUDO_QUEUE:
+            tag = self._reply.consume(method, server_generated_name("amq.ctag-"))
+            if not method.nowait:
+                self._send(commands.Basic.ConsumeOk(tag))
+            return
+        ctx = self._ctx
+        tag = consuming.consume(
+            ctx.broker, ctx.session, queue, self, consumer_tag=method.consumer_tag,
+            no_ack=method.no_ack, exclusive=method.exclusive,
+            prefetch_count=self._prefetch_count, arguments=method.arguments,
+        )  # fmt: skip
+        shell = ctx.broker.queue(ctx.session.vhost, queue)
+        assert shell is not None  # consume() found it
+        self._consumers[tag] = _Consumer(shell, method.no_ack)
+        self._queues_used.add(queue)
+        if not method.nowait:
+            # Deliveries start from the queue's pump, after this reply went out.
+            self._send(commands.Basic.ConsumeOk(tag))
+
+    def _cancel(self, method: commands.Basic.Cancel) -> None:
+        tag = method.consumer_tag or ""
+        consumer = self._consumers.pop(tag, None)
+        if consumer is None:
+            self._reply.cancel(tag)
+        else:
+            consuming.cancel(self._ctx.broker, self._ctx.session, consumer.shell.name, tag)
+        if not method.nowait:
+            self._send(commands.Basic.CancelOk(tag))
+
+    def _get(self, method: commands.Basic.Get) -> None:
+        ctx = self._ctx
+        queue = self._definitions.queue_name(method.queue)
+        found = consuming.get(ctx.broker, ctx.session, queue, self._key, method.no_ack)
+        self._queues_used.add(queue)
+        if found is None:
+            self._send(commands.Basic.GetEmpty())
+            return
+        offset, redelivered, message, left = found
+        shell = ctx.broker.queue(ctx.session.vhost, queue)
+        entry = None if method.no_ack or shell is None else Unacked(shell, offset, None)
+        tag = self._tags.issue(entry)
+        reply = commands.Basic.GetOk(tag, redelivered, message.exchange, message.routing_key, left)
+        ctx.machine.send_content(self.number, reply, message.properties, message.body)
+        ctx.notify_output()
+
+    # -- settlement ------------------------------------------------------------------
+
+    def _ack(self, method: commands.Basic.Ack) -> None:
+        self._settle_or_hold(Settlement(self._tags.take(method.delivery_tag, method.multiple),
+                                        ack=True))
+
+    def _nack(self, method: commands.Basic.Nack) -> None:
+        taken = self._tags.take(method.delivery_tag, method.multiple)
+        self._settle_or_hold(Settlement(taken, ack=False, requeue=method.requeue))
+
+    def _reject(self, method: commands.Basic.Reject) -> None:
+        taken = self._tags.take(method.delivery_tag or 0, multiple=False)
+        self._settle_or_hold(Settlement(taken, ack=False, requeue=method.requeue))
+
+    def _recover(self, method: commands.Basic.Recover | commands.Basic.RecoverAsync) -> None:
+        if not method.requeue:
+            raise BrokerError(NOT_IMPLEMENTED, "requeue=false")
+        self._settle(Settlement(self._tags.take_all(), ack=False, requeue=True))
+        if isinstance(method, commands.Basic.Recover):
+            self._send(commands.Basic.RecoverOk())
+
+    def _settle_or_hold(self, settlement: Settlement[QueueShell]) -> None:
+        if self._tx is not None:
+            self._tx.settlements.append(settlement)
+        else:
+            self._settle(settlement)
+
+    def _settle(self, settlement: Settlement[QueueShell]) -> None:
+        apply_settlement(self._ctx.broker, self._ctx.session.vhost, settlement)
+        if self._global_prefetch:
+            self.resume()  # channel credit grew for every queue we consume from
+
+    def _send(self, method: base.Frame) -> None:
+        self._ctx.machine.send_method(self.number, method)
+        self._ctx.notify_output()

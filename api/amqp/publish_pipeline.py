@@ -1,0 +1,170 @@
+"""The publishes of one channel: started in order, answered in order.
+
+Theory of operation
+-------------------
+A basic.publish must not hold up reading the connection (the next frames may
+be acks that free a consumer, or more publishes to batch into one fsync), so
+each publish runs as its own task: ``broker.publisher.publish`` routes the
+message, admits it to its queues and submits it to their group committers in
+its first step, then waits until it is durable. Tasks start in the order they
+were created (asyncio runs ready callbacks first in, first out), so the
+routing and appending of a channel's messages keep publish order, and one
+queue's log receives them in that order.
+
+Their *answers* must keep that order too: publisher confirms carry delivery
+tags 1, 2, 3, ... in publish order, and a mandatory message's basic.return has
+to reach the client before its confirm. So every publish is an entry in a
+FIFO; when any task finishes, one drain pass (scheduled once, however many
+finished) pops the finished entries from the head and
+
+* sends basic.return (312 NO_ROUTE) for an unroutable mandatory message,
+* collects confirms, and sends each run of consecutive acks (or nacks) as one
+  frame with ``multiple=True``: every earlier tag is already answered, so
+  "all up to N" means exactly this run.
+
+A *barrier* entry (tx.commit) runs its callback once every publish before it
+has been answered. A publish that fails inside the broker (a queue closed
+under it, a disk error) is nacked: the client must not count it as stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pamqp import commands
+
+from api.amqp.connection_context import ConnectionContext
+from api.amqp.direct_reply import DirectReplyRegistry
+from logbroker.message import Message
+from logbroker.publishing import PublishResult
+
+__all__ = ["PublishPipeline"]
+
+logger = logging.getLogger(__name__)
+
+NO_ROUTE = 312
+
+
+@dataclass(slots=True)
+class _Entry:
+    seq: int  # the confirm's delivery tag; 0 when the channel is not in confirm mode
+    message: Message | None
+    mandatory: bool
+    task: asyncio.Future[PublishResult] | None  # None: a barrier
+    barrier: Callable[[], None] | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.task is None or self.task.done()
+
+
+class PublishPipeline:
+    """Ordered publishes, returns and confirms of channel ``channel``."""
+
+    def __init__(self, ctx: ConnectionContext, channel: int) -> None:
+        self._ctx = ctx
+        self._channel = channel
+        self._entries: deque[_Entry] = deque()
+        self._drain_scheduled = False
+        self._closed = False
+        self.confirming = False
+        self._next_seq = 1
+
+    @property
+    def pending(self) -> int:
+        """Entries not answered yet."""
+        return len(self._entries)
+
+    def submit(self, message: Message, mandatory: bool) -> None:
+        """Start publishing ``message``; its answers go out in publish order."""
+        seq = 0
+        if self.confirming:
+            seq = self._next_seq
+            self._next_seq += 1
+        if DirectReplyRegistry.is_reply(message.exchange, message.routing_key):
+            # A direct reply-to reply goes straight to its requester: answered at once.
+            done: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
+            done.set_result(PublishResult(self._ctx.direct_reply.route(message), True))
+            self._entries.append(_Entry(seq, message, mandatory, done))
+            self._schedule_drain()
+            return
+        size = len(message.body)
+        self._ctx.in_flight.add(size)
+        publish = self._ctx.broker.publisher.publish(self._ctx.session.vhost, message)
+        task = asyncio.ensure_future(publish)
+        task.add_done_callback(functools.partial(self._finished, size))
+        self._entries.append(_Entry(seq, message, mandatory, task))
+
+    def barrier(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once every publish submitted so far has been answered."""
+        self._entries.append(_Entry(0, None, False, None, callback))
+        self._schedule_drain()
+
+    def close(self) -> None:
+        """The channel is gone: publishes still complete in the broker, unanswered."""
+        self._closed = True
+        self._entries.clear()
+
+    def _finished(self, size: int, task: asyncio.Future[PublishResult]) -> None:
+        self._ctx.in_flight.remove(size)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            # Logged here, not when answered: a closed channel never answers.
+            logger.error("publish failed in the broker", exc_info=error)
+        self._schedule_drain()
+
+    def _schedule_drain(self) -> None:
+        if not self._drain_scheduled and not self._closed:
+            self._drain_scheduled = True
+            asyncio.get_running_loop().call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        confirms: list[tuple[int, bool]] = []
+        while self._entries and self._entries[0].ready and not self._closed:
+            entry = self._entries.popleft()
+            if entry.barrier is not None:
+                self._send_confirms(confirms)
+                confirms = []
+                entry.barrier()
+                continue
+            assert entry.task is not None and entry.message is not None
+            result = _outcome(entry.task)
+            if entry.mandatory and not result.routed:
+                self._send_return(entry.message)
+            if entry.seq:
+                confirms.append((entry.seq, result.confirmed))
+        self._send_confirms(confirms)
+        self._ctx.notify_output()
+
+    def _send_return(self, message: Message) -> None:
+        method = commands.Basic.Return(NO_ROUTE, "NO_ROUTE", message.exchange, message.routing_key)
+        self._ctx.machine.send_content(self._channel, method, message.properties, message.body)
+
+    def _send_confirms(self, confirms: list[tuple[int, bool]]) -> None:
+        start = 0
+        while start < len(confirms):
+            ack = confirms[start][1]
+            end = start
+            while end + 1 < len(confirms) and confirms[end + 1][1] == ack:
+                end += 1
+            tag, multiple = confirms[end][0], end > start
+            method: commands.Basic.Ack | commands.Basic.Nack = (
+                commands.Basic.Ack(tag, multiple)
+                if ack
+                else commands.Basic.Nack(tag, multiple, requeue=False)
+            )
+            self._ctx.machine.send_method(self._channel, method)
+            start = end + 1
+
+
+def _outcome(task: asyncio.Future[PublishResult]) -> PublishResult:
+    if task.cancelled():
+        return PublishResult(routed=True, confirmed=False)
+    if task.exception() is not None:
+        return PublishResult(routed=True, confirmed=False)
+    return task.result()

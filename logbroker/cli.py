@@ -1,0 +1,178 @@
+"""The `logbroker` command. `serve` is the composition root: it wires every layer.
+
+Settings come from, in increasing precedence: embedded defaults, the TOML
+config file (`--config` / LOGBROKER_CONFIG), environment variables
+(LOGBROKER_DATA_DIR, LOGBROKER_AMQP_PORT, ...) and command-line flags.
+
+    [node]
+    name = "logbroker@localhost"
+    data_dir = "./logbroker-data"
+    [amqp]
+    host = "0.0.0.0"
+    port = 5672
+    heartbeat_s = 60
+    frame_max = 131072
+    channel_max = 2047
+    [http]
+    port = 15672
+    [storage]
+    fsync = "always"            # always | interval:N | never
+    [limits]
+    max_message_bytes = 134217728
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from logbroker.broker import Broker
+from logbroker.broker_config import BrokerConfig
+from segments.errors import DataDirLockedError
+from segments.group_commit import FsyncPolicy
+
+logger = logging.getLogger("logbroker")
+
+# (flag, environment variable, config section, config key, type)
+SETTINGS: tuple[tuple[str, str, str, str, type], ...] = (
+    ("data_dir", "LOGBROKER_DATA_DIR", "node", "data_dir", str),
+    ("node_name", "LOGBROKER_NODE_NAME", "node", "name", str),
+    ("host", "LOGBROKER_HOST", "amqp", "host", str),
+    ("amqp_port", "LOGBROKER_AMQP_PORT", "amqp", "port", int),
+    ("http_port", "LOGBROKER_HTTP_PORT", "http", "port", int),
+    ("fsync", "LOGBROKER_FSYNC", "storage", "fsync", str),
+    ("heartbeat_s", "LOGBROKER_HEARTBEAT_S", "amqp", "heartbeat_s", int),
+    ("frame_max", "LOGBROKER_FRAME_MAX", "amqp", "frame_max", int),
+    ("channel_max", "LOGBROKER_CHANNEL_MAX", "amqp", "channel_max", int),
+    ("max_message_bytes", "LOGBROKER_MAX_MESSAGE_BYTES", "limits", "max_message_bytes", int),
+)
+
+
+@dataclass
+class ServeSettings:
+    data_dir: str = "./logbroker-data"
+    node_name: str = "logbroker@localhost"
+    host: str = "0.0.0.0"
+    amqp_port: int = 5672
+    http_port: int = 15672
+    fsync: str = "always"
+    heartbeat_s: int = 60
+    frame_max: int = 131072
+    channel_max: int = 2047
+    max_message_bytes: int = 128 * 1024 * 1024
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def broker_config(self) -> BrokerConfig:
+        return BrokerConfig(
+            data_dir=os.path.abspath(self.data_dir),
+            node_name=self.node_name,
+            fsync_policy=FsyncPolicy.parse(self.fsync),
+            max_message_bytes=self.max_message_bytes,
+        )
+
+
+class SettingsError(ValueError):
+    pass
+
+
+def resolve_settings(
+    arguments: argparse.Namespace, environment: dict[str, str]
+) -> ServeSettings:
+    """Defaults < config file < environment < flags."""
+    settings = ServeSettings()
+    config_path = arguments.config or environment.get("LOGBROKER_CONFIG")
+    document: dict[str, Any] = {}
+    if config_path:
+        try:
+            with open(config_path, "rb") as config_file:
+                document = tomllib.load(config_file)
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            raise SettingsError(f"cannot read config file {config_path}: {error}") from error
+    for name, variable, section, key, kind in SETTINGS:
+        value: Any = None
+        source = ""
+        if key in document.get(section, {}):
+            value, source = document[section][key], f"{config_path} [{section}] {key}"
+        if variable in environment:
+            value, source = environment[variable], variable
+        if getattr(arguments, name, None) is not None:
+            value, source = getattr(arguments, name), f"--{name.replace('_', '-')}"
+        if value is None:
+            continue
+        try:
+            setattr(settings, name, kind(value))
+        except (TypeError, ValueError) as error:
+            raise SettingsError(f"{source}: {value!r} is not a valid {kind.__name__}") from error
+        settings.sources[name] = source
+    try:
+        FsyncPolicy.parse(settings.fsync)
+    except ValueError as error:
+        raise SettingsError(str(error)) from error
+    return settings
+
+
+async def serve(settings: ServeSettings) -> int:
+    from api.amqp.server import AmqpServerConfig, start_amqp_server, stop_amqp_server
+
+    broker = Broker.open(settings.broker_config())
+    server_config = AmqpServerConfig(
+        heartbeat_s=settings.heartbeat_s, frame_max=settings.frame_max,
+        channel_max=settings.channel_max, max_message_bytes=settings.max_message_bytes,
+        cluster_name=settings.node_name,
+    )
+    server = await start_amqp_server(broker, settings.host, settings.amqp_port, server_config)
+    logger.info("logbroker %s listening for AMQP 0-9-1 on %s:%d (data in %s)",
+                settings.node_name, settings.host, settings.amqp_port,
+                os.path.abspath(settings.data_dir))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    logger.info("shutting down: finishing in-flight confirms")
+    await stop_amqp_server(server)
+    await broker.close()
+    logger.info("stopped")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="logbroker", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_parser = commands.add_parser("serve", help="run a broker node")
+    serve_parser.add_argument("--config", help="TOML config file (env LOGBROKER_CONFIG)")
+    for name, variable, _, _, kind in SETTINGS:
+        serve_parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind,
+                                  help=f"(env {variable})")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    arguments = build_parser().parse_args(argv)
+    if arguments.command == "serve":
+        try:
+            settings = resolve_settings(arguments, dict(os.environ))
+            return asyncio.run(serve(settings))
+        except SettingsError as error:
+            print(f"logbroker: {error}", file=sys.stderr)
+            return 2
+        except DataDirLockedError as error:
+            print(f"logbroker: {error}", file=sys.stderr)
+            return 1
+        except OSError as error:
+            print(f"logbroker: cannot start: {error}", file=sys.stderr)
+            return 1
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""ChannelSession and PublishPipeline on an in-process broker, with a recording machine."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pamqp import base, commands
+
+from api.amqp.channel_session import ChannelSession
+from api.amqp.connection_context import ConnectionContext, InFlight
+from api.amqp.events import ChannelMethod, Publish
+from api.amqp.publish_pipeline import PublishPipeline
+from logbroker.broker import Broker
+from logbroker.broker_config import BrokerConfig, Session
+from logbroker.message import Message
+from logbroker.publishing import PublishResult
+
+Properties = commands.Basic.Properties
+
+
+@dataclass
+class RecordingMachine:
+    """Stands in for AmqpConnection: records what the broker layer sends."""
+
+    sent: list[tuple[int, base.Frame, bytes | None]] = field(default_factory=list)
+    channel_closes: list[tuple[int, int, str, int, int]] = field(default_factory=list)
+    connection_closes: list[tuple[int, str, int, int]] = field(default_factory=list)
+
+    def send_method(self, channel: int, method: base.Frame) -> bool:
+        self.sent.append((channel, method, None))
+        return True
+
+    def send_content(self, channel: int, method: base.Frame, _props: Properties,
+                     body: bytes) -> bool:
+        self.sent.append((channel, method, body))
+        return True
+
+    def close_channel(self, channel: int, code: int, text: str, class_id: int = 0,
+                      method_id: int = 0) -> bool:
+        self.channel_closes.append((channel, code, text, class_id, method_id))
+        return True
+
+    def close_connection(self, code: int, text: str, class_id: int = 0,
+                         method_id: int = 0) -> bool:
+        self.connection_closes.append((code, text, class_id, method_id))
+        return True
+
+    def names(self) -> list[str]:
+        return [method.name for _, method, _ in self.sent]
+
+    def take(self) -> list[base.Frame]:
+        methods = [method for _, method, _ in self.sent]
+        self.sent.clear()
+        return methods
+
+
+@dataclass
+class Harness:
+    broker: Broker
+    machine: RecordingMachine
+    ctx: ConnectionContext
+    closed: list[int] = field(default_factory=list)
+
+    def channel(self, number: int = 1) -> ChannelSession:
+        return ChannelSession(self.ctx, number, self.closed.append)
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
+    machine = RecordingMachine()
+    ctx = ConnectionContext(broker, machine, Session("conn-1", "guest", "/"),  # type: ignore[arg-type]
+                            notify_output=lambda: None, congested=lambda: False,
+                            in_flight=InFlight(1 << 20))
+    yield Harness(broker, machine, ctx)
+    await broker.close()
+
+
+def method(channel: ChannelSession, value: base.Frame) -> None:
+    channel.handle(ChannelMethod(channel.number, value))
+
+
+def publish(channel: ChannelSession, body: bytes, routing_key: str = "q", exchange: str = "",
+            mandatory: bool = False) -> None:
+    channel.handle(Publish(channel.number, commands.Basic.Publish(
+        exchange=exchange, routing_key=routing_key, mandatory=mandatory), Properties(), body))
+
+
+async def settle(rounds: int = 20) -> None:
+    for _ in range(rounds):
+        await asyncio.sleep(0.005)
+
+
+# -- the publish pipeline ------------------------------------------------------------------
+
+
+class ScriptedPublisher:
+    def __init__(self, results: list[PublishResult]) -> None:
+        self.results = results
+
+    async def publish(self, _vhost: str, _message: Message) -> PublishResult:
+        return self.results.pop(0)
+
+
+async def test_confirms_are_coalesced_into_runs_and_returns_come_first(
+    harness: Harness,
+) -> None:
+    results = [PublishResult(True, True), PublishResult(True, True), PublishResult(True, False),
+               PublishResult(False, True), PublishResult(True, True)]
+    harness.broker.publisher = ScriptedPublisher(results)  # type: ignore[assignment]
+    pipeline = PublishPipeline(harness.ctx, 1)
+    pipeline.confirming = True
+    for i in range(5):
+        pipeline.submit(Message("", "q", f"m{i}".encode()), mandatory=True)
+    await settle()
+    frames = harness.machine.take()
+    assert [(f.name, getattr(f, "delivery_tag", None), getattr(f, "multiple", None))
+            for f in frames] == [
+        ("Basic.Return", None, None),  # m3 was unroutable: its return precedes every ack
+        ("Basic.Ack", 2, True),
+        ("Basic.Nack", 3, False),
+        ("Basic.Ack", 5, True),
+    ]
+    assert harness.ctx.in_flight.bytes == 0
+
+
+async def test_a_barrier_waits_for_the_publishes_before_it(harness: Harness) -> None:
+    gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    class SlowPublisher:
+        async def publish(self, _vhost: str, _message: Message) -> PublishResult:
+            await gate
+            return PublishResult(True, True)
+
+    harness.broker.publisher = SlowPublisher()  # type: ignore[assignment]
+    pipeline = PublishPipeline(harness.ctx, 1)
+    reached: list[int] = []
+    pipeline.submit(Message("", "q", b"x"), mandatory=False)
+    pipeline.barrier(lambda: reached.append(1))
+    await settle(3)
+    assert reached == [] and pipeline.pending == 2
+    gate.set_result(None)
+    await settle(3)
+    assert reached == [1] and pipeline.pending == 0
+
+
+# -- the channel session ---------------------------------------------------------------------
+
+
+async def test_own_publishes_are_visible_to_a_later_declare_and_get(harness: Harness) -> None:
+    channel = harness.channel()
+    method(channel, commands.Queue.Declare(queue="q"))
+    for i in range(3):
+        publish(channel, f"m{i}".encode())
+    method(channel, commands.Queue.Declare(queue="q", passive=True))  # waits for the publishes
+    method(channel, commands.Basic.Get(queue="q"))
+    await settle()
+    _declare_ok, declared_again, get_ok = harness.machine.take()
+    assert isinstance(declared_again, commands.Queue.DeclareOk)
+    assert declared_again.message_count == 3
+    assert isinstance(get_ok, commands.Basic.GetOk)
+    assert (get_ok.delivery_tag, get_ok.message_count) == (1, 2)
+
+
+async def test_unknown_delivery_tag_closes_the_channel_with_406(harness: Harness) -> None:
+    channel = harness.channel()
+    method(channel, commands.Basic.Ack(delivery_tag=7))
+    assert harness.machine.channel_closes == [
+        (1, 406, "PRECONDITION_FAILED - unknown delivery tag 7", 60, 80)]
+    assert channel.closed and harness.closed == [1]
+
+
+async def test_reusing_a_consumer_tag_is_a_connection_error(harness: Harness) -> None:
+    channel = harness.channel()
+    method(channel, commands.Queue.Declare(queue="q"))
+    method(channel, commands.Basic.Consume(queue="q", consumer_tag="c"))
+    method(channel, commands.Basic.Consume(queue="q", consumer_tag="c"))
+    assert harness.machine.connection_closes == [
+        (530, "NOT_ALLOWED - attempt to reuse consumer tag 'c'", 60, 20)]
+
+
+async def test_tx_commit_answers_after_its_publishes_and_rollback_restores_acks(
+    harness: Harness,
+) -> None:
+    channel = harness.channel()
+    method(channel, commands.Queue.Declare(queue="q"))
+    method(channel, commands.Tx.Select())
+    publish(channel, b"kept")
+    method(channel, commands.Tx.Commit())
+    method(channel, commands.Basic.Get(queue="q"))  # waits behind commit-ok
+    await settle()
+    names = harness.machine.names()
+    assert names == ["Queue.DeclareOk", "Tx.SelectOk", "Tx.CommitOk", "Basic.GetOk"]
+    harness.machine.take()
+    method(channel, commands.Basic.Ack(delivery_tag=1))
+    method(channel, commands.Tx.Rollback())
+    method(channel, commands.Basic.Ack(delivery_tag=1))  # known again after the rollback
+    method(channel, commands.Tx.Commit())
+    method(channel, commands.Confirm.Select())
+    await settle()
+    assert harness.machine.names() == ["Tx.RollbackOk", "Tx.CommitOk"]
+    assert harness.machine.channel_closes[0][1:3] == (
+        406, "PRECONDITION_FAILED - cannot switch from tx to confirm mode")
+    shell = harness.broker.queue("/", "q")
+    assert shell is not None and shell.core.unacked_count == 0
+
+
+async def test_global_prefetch_limits_deliveries_across_queues(harness: Harness) -> None:
+    channel = harness.channel()
+    for queue in ("a", "b"):
+        method(channel, commands.Queue.Declare(queue=queue))
+        for i in range(3):
+            publish(channel, f"{queue}{i}".encode(), routing_key=queue)
+    method(channel, commands.Basic.Qos(prefetch_count=2, global_=True))
+    method(channel, commands.Basic.Consume(queue="a", consumer_tag="ca"))
+    method(channel, commands.Basic.Consume(queue="b", consumer_tag="cb"))
+    await settle()
+    delivered = [m for m in harness.machine.take() if isinstance(m, commands.Basic.Deliver)]
+    assert [d.delivery_tag for d in delivered] == [1, 2]
+    assert channel.credit() == 0
+    method(channel, commands.Basic.Ack(delivery_tag=2, multiple=True))
+    await settle()
+    delivered = [m for m in harness.machine.take() if isinstance(m, commands.Basic.Deliver)]
+    assert [d.delivery_tag for d in delivered] == [3, 4]
+
+
+async def test_closing_the_channel_requeues_and_a_deleted_queue_cancels_consumers(
+    harness: Harness,
+) -> None:
+    first = harness.channel(1)
+    method(first, commands.Queue.Declare(queue="q"))
+    publish(first, b"m")
+    method(first, commands.Basic.Consume(queue="q", consumer_tag="c1"))
+    await settle()
+    assert any(isinstance(m, commands.Basic.Deliver) for m in harness.machine.take())
+    first.close()
+    second = harness.channel(2)
+    method(second, commands.Basic.Consume(queue="q", consumer_tag="c2"))
+    await settle()
+    (_consume_ok, redelivery) = harness.machine.take()
+    assert isinstance(redelivery, commands.Basic.Deliver) and redelivery.redelivered
+    third = harness.channel(3)
+    method(third, commands.Queue.Delete(queue="q"))
+    method(third, commands.Queue.Delete(queue="q"))  # idempotent
+    sent: list[tuple[int, Any]] = [(ch, m.name) for ch, m, _ in harness.machine.sent]
+    assert sent == [(2, "Basic.Cancel"), (3, "Queue.DeleteOk"), (3, "Queue.DeleteOk")]
+
+
+async def test_reject_publish_counts_publishes_still_being_written(harness: Harness) -> None:
+    """Broker fix: admissions in one batch used to all see the same ready count."""
+    channel = harness.channel()
+    method(channel, commands.Queue.Declare(queue="q", arguments={
+        "x-max-length": 3, "x-overflow": "reject-publish"}))
+    method(channel, commands.Confirm.Select())
+    for i in range(10):
+        publish(channel, f"m{i}".encode())
+    await settle()
+    outcome: list[str] = []  # per delivery tag, expanding multiple acks / nacks
+    for frame in harness.machine.take():
+        if isinstance(frame, commands.Basic.Ack | commands.Basic.Nack):
+            first = len(outcome) + 1 if frame.multiple else frame.delivery_tag
+            outcome.extend(frame.name for _ in range(first, frame.delivery_tag + 1))
+    assert outcome == ["Basic.Ack"] * 3 + ["Basic.Nack"] * 7
+    shell = harness.broker.queue("/", "q")
+    assert shell is not None and shell.core.message_count == 3
+
+
+async def test_an_unused_queue_expires(harness: Harness) -> None:
+    """Broker fix: a queue nobody consumed from never armed its x-expires timer."""
+    channel = harness.channel()
+    method(channel, commands.Queue.Declare(queue="brief", arguments={"x-expires": 50}))
+    await asyncio.sleep(0.2)
+    assert harness.broker.queue("/", "brief") is None
