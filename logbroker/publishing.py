@@ -58,6 +58,9 @@ class Publisher:
     ) -> PublishResult:
         if not targets:
             return PublishResult(routed=False, confirmed=True)
+        if len(targets) == 1:
+            # The common case, without the task and future that gather costs.
+            return await self._deliver_to_one(message, targets[0])
         appends: list[Awaitable[object]] = []
         confirmed = True
         for shell in targets:
@@ -71,6 +74,15 @@ class Publisher:
         if appends:
             await asyncio.gather(*appends)
         return PublishResult(routed=True, confirmed=confirmed)
+
+    async def _deliver_to_one(self, message: Message, shell: QueueShell) -> PublishResult:
+        admission = shell.admit(message)
+        if admission is Admission.ACCEPT:
+            await shell.append(message)
+            return PublishResult(routed=True, confirmed=True)
+        if admission is Admission.REJECT_DEAD_LETTER:
+            await self.dead_letter(shell, message, DeadLetterReason.MAXLEN)
+        return PublishResult(routed=True, confirmed=False)
 
     async def dead_letter(
         self, source: QueueShell, message: Message, reason: DeadLetterReason

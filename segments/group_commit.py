@@ -111,27 +111,39 @@ class GroupCommitter(Generic[ItemT, ResultT]):
 
         `durable=False` (a transient message) returns once written, without
         waiting for the group's fsync: nothing is promised across a crash.
+        Waits first while `pending_items_max` items are in flight.
         """
-        if self._closed:
-            raise LogClosedError("the group committer is closed")
         loop = asyncio.get_running_loop()
         while self._in_flight >= self._pending_items_max:
             waiter: asyncio.Future[None] = loop.create_future()
             self._room_waiters.append(waiter)
             await waiter
+        return await self.submit_nowait(item, durable)
+
+    def submit_nowait(self, item: ItemT, durable: bool = True) -> asyncio.Future[ResultT]:
+        """Queue `item` now, in call order; the future resolves as `submit` returns.
+
+        For callers whose order must be the order of their calls (a channel's
+        publishes to several queues); the limit on items in flight is the
+        caller's to enforce.
+        """
+        if self._closed:
+            raise LogClosedError("the group committer is closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ResultT] = loop.create_future()
         self._in_flight += 1
-        try:
-            future: asyncio.Future[ResultT] = loop.create_future()
-            self._pending.append((item, future, durable))
-            if self._flusher is None or self._flusher.done():
-                self._flusher = loop.create_task(self._flush_pending())
-            return await future
-        finally:
-            self._in_flight -= 1
-            if self._room_waiters:
-                waiter = self._room_waiters.popleft()
-                if not waiter.done():
-                    waiter.set_result(None)
+        future.add_done_callback(self._release_room)
+        self._pending.append((item, future, durable))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = loop.create_task(self._flush_pending())
+        return future
+
+    def _release_room(self, _: asyncio.Future[ResultT]) -> None:
+        self._in_flight -= 1
+        if self._room_waiters:
+            waiter = self._room_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def _flush_pending(self) -> None:
         async with self._exclusive:

@@ -168,28 +168,49 @@ class QueueShell:
             self._admitted_bytes += message.size_bytes
         return admission
 
-    async def append(self, message: Message) -> int:
-        """Append an admitted message; returns its offset once durable and ready."""
-        now = self.clock()
-        expires = expiry_ms(message, self.settings.message_ttl_ms, now)
-        priority = message.properties.priority or 0
+    def append(self, message: Message) -> asyncio.Future[int]:
+        """Send an admitted message to the log now; the future gives its offset.
+
+        The message is queued for the log during this call, so the order of
+        `append` calls is the order of the log, however the callers' tasks are
+        scheduled. The future resolves once the message is durable (under the
+        queue's policy) and ready in the core.
+        """
+        expires = expiry_ms(message, self.settings.message_ttl_ms, self.clock())
         meta = MessageMeta(message.size_bytes, NO_EXPIRY if expires is None else expires,
-                           min(priority, 255))
+                           min(message.properties.priority or 0, 255))
         # A transient message, or any message in a transient queue, is not lost to a
         # crash it could survive anyway: it is confirmed once written.
         durable = message.persistent and self.settings.durable
+        ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         try:
-            result = await self._committer.submit([message.to_record()], durable=durable)
-            self._appended[result.base_offset] = meta
+            written = self._committer.submit_nowait([message.to_record()], durable=durable)
+        except Exception:
+            self._unadmit(message)
+            raise
+
+        def on_written(done: asyncio.Future[AppendResult]) -> None:
+            self._unadmit(message)
+            if done.cancelled() or done.exception() is not None:
+                if not ready.done():
+                    ready.set_exception(done.exception() or asyncio.CancelledError())
+                return
+            offset = done.result().base_offset
+            self._appended[offset] = meta
             # Groups resolve in offset order, but make the core's order explicit anyway.
             while self.core.next_offset in self._appended:
-                offset = self.core.next_offset
-                self._run(self.core.enqueue(offset, self._appended.pop(offset)))
-        finally:
-            self._admitted = max(0, self._admitted - 1)
-            self._admitted_bytes = max(0, self._admitted_bytes - message.size_bytes)
-        self.schedule_pump()
-        return result.base_offset
+                next_offset = self.core.next_offset
+                self._run(self.core.enqueue(next_offset, self._appended.pop(next_offset)))
+            self.schedule_pump()
+            if not ready.done():
+                ready.set_result(offset)
+
+        written.add_done_callback(on_written)
+        return ready
+
+    def _unadmit(self, message: Message) -> None:
+        self._admitted = max(0, self._admitted - 1)
+        self._admitted_bytes = max(0, self._admitted_bytes - message.size_bytes)
 
     # ------------------------------------------------------------- consumers
 

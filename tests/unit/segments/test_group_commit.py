@@ -148,3 +148,11 @@ async def test_non_durable_items_resolve_before_the_fsync() -> None:
 
     await asyncio.gather(submit(1, False), submit(2, True))
     assert order == ["1:written", "2:synced"]
+
+
+async def test_submit_nowait_queues_in_call_order() -> None:
+    target = CountingTarget()
+    committer: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("always"))
+    futures = [committer.submit_nowait(i) for i in range(5)]
+    assert await asyncio.gather(*futures) == [0, 10, 20, 30, 40]
+    assert target.written == [0, 1, 2, 3, 4]

@@ -142,3 +142,23 @@ async def test_settled_segments_are_deleted(tmp_path: Path) -> None:
     assert shell.log.segment_count == 1
     assert shell.log.log_start_offset > 0
     await broker.close()
+
+
+async def test_publish_order_is_queue_order_across_fanout_and_single_routes(
+    tmp_path: Path,
+) -> None:
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
+    definitions.declare_exchange(broker, SESSION, "both", "fanout")
+    for name in ("q1", "q2"):
+        definitions.declare_queue(broker, SESSION, name)
+        definitions.bind_queue(broker, SESSION, name, "both", "")
+    # Started in this order, as a channel starts its publishes: a fanout to two
+    # queues, then a publish to one of them. q1 must hold them in that order.
+    first = asyncio.ensure_future(broker.publisher.publish("/", Message("both", "", b"1")))
+    second = asyncio.ensure_future(broker.publisher.publish("/", Message("", "q1", b"2")))
+    await asyncio.gather(first, second)
+    bodies = []
+    while (found := consuming.get(broker, SESSION, "q1", "conn-1:1", no_ack=True)) is not None:
+        bodies.append(found[2].body)
+    assert bodies == [b"1", b"2"]
+    await broker.close()
