@@ -35,10 +35,7 @@ import os
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from itertools import chain, pairwise
-from operator import itemgetter
-from typing import NamedTuple
+from itertools import pairwise
 
 from segments.errors import (
     LogClosedError,
@@ -47,6 +44,8 @@ from segments.errors import (
     OffsetOutOfRangeError,
 )
 from segments.filesystem import DirectoryLock, FileSystem
+from segments.group_encoding import encode_groups
+from segments.log_config import AppendResult, LogConfig, RecoveryReport
 from segments.record_batch import (
     Compression,
     EncodedBatch,
@@ -57,43 +56,8 @@ from segments.record_batch import (
 )
 from segments.segment import NAME_DIGITS, Segment
 
-MAX_SEGMENT_BYTES = 1 << 31  # positions in the index are u32; leave room for one batch
-# Groups appended together are merged into batches of about this many value bytes.
-MERGED_BATCH_BYTES = 1 << 20
-_value_of = itemgetter(0)
-
-
-@dataclass(frozen=True)
-class LogConfig:
-    segment_bytes_max: int = 64 << 20
-    segment_ms_max: int | None = None
-    index_interval_bytes: int = 4096
-    compression: Compression = Compression.NONE
-    # Sealed segments whose file handle and indexes stay loaded at once.
-    open_sealed_segments_max: int = 8
-
-    def __post_init__(self) -> None:
-        if not 0 < self.segment_bytes_max <= MAX_SEGMENT_BYTES:
-            raise ValueError(f"segment_bytes_max must be in (0, {MAX_SEGMENT_BYTES}]")
-        if self.index_interval_bytes <= 0:
-            raise ValueError("index_interval_bytes must be positive")
-        if self.segment_ms_max is not None and self.segment_ms_max <= 0:
-            raise ValueError("segment_ms_max must be positive")
-        if self.open_sealed_segments_max < 1:
-            raise ValueError("open_sealed_segments_max must be at least 1")
-
-
-class AppendResult(NamedTuple):
-    """Offsets given to one append: `[base_offset, next_offset)`."""
-
-    base_offset: int
-    next_offset: int
-
-
-class RecoveryReport(NamedTuple):
-    segment_count: int
-    scanned_bytes: int
-    truncated_bytes: int
+# The configuration and result types live in log_config; callers import them from here.
+__all__ = ["AppendResult", "Log", "LogConfig", "RecoveryReport"]
 
 
 class Log:
@@ -228,42 +192,13 @@ class Log:
         appends (one per publisher, say) cost one encoding and one index entry.
         """
         self._check_open()
-        batches, results = self._encode_groups(groups)
+        batches, results = encode_groups(groups, self.next_offset, self.config.compression)
         if not batches:
             return results
         now = now_ms if now_ms is not None else max(b.max_timestamp_ms for b in batches)
         self._maybe_roll(sum(batch.size for batch in batches), now)
         self._segments[-1].append_encoded(batches)
         return results
-
-    def _encode_groups(
-        self, groups: Sequence[Sequence[Record]]
-    ) -> tuple[list[EncodedBatch], list[AppendResult]]:
-        compression = self.config.compression
-        offset = self.next_offset
-        results: list[AppendResult] = []
-        for records in groups:
-            results.append(AppendResult(offset, offset + len(records)))
-            offset += len(records)
-        merged = list(chain.from_iterable(groups))
-        if not merged:
-            return [], results
-        first = self.next_offset
-        if len(groups) == 1 or sum(map(len, map(_value_of, merged))) <= MERGED_BATCH_BYTES:
-            return [encode_batch_parts(first, merged, compression)], results
-        batches: list[EncodedBatch] = []
-        pending: list[Record] = []
-        pending_bytes = 0
-        for record in merged:
-            pending.append(record)
-            pending_bytes += len(record.value)
-            if pending_bytes >= MERGED_BATCH_BYTES:
-                batches.append(encode_batch_parts(first, pending, compression))
-                first += len(pending)
-                pending, pending_bytes = [], 0
-        if pending:
-            batches.append(encode_batch_parts(first, pending, compression))
-        return batches, results
 
     def append_raw_batch(self, data: bytes) -> AppendResult:
         """Append a batch encoded elsewhere (a replica copying its leader), validated first."""
