@@ -4,8 +4,9 @@ RabbitMQ's rules: consumers with the highest `x-priority` that can take a
 message get it; among equal priorities, round-robin. A consumer can take a
 message while its unacked count is below its prefetch (0: no limit) and its
 channel has credit left (the channel-wide `global` prefetch, supplied by the
-caller because it spans queues). `no_ack` consumers are never limited by
-prefetch. With single active consumer only the earliest registered consumer
+caller because it spans queues, and also reflects the channel's socket
+back-pressure). `no_ack` consumers are not limited by prefetch, but they do
+consume channel credit. With single active consumer only the earliest registered consumer
 still present receives anything; the next takes over when it leaves.
 """
 
@@ -28,8 +29,10 @@ class Consumer:
     def has_capacity(self, channel_credit: Mapping[str, int]) -> bool:
         if not self.no_ack and self.prefetch_count and self.unacked >= self.prefetch_count:
             return False
+        # Channel credit also carries the socket's back-pressure, which binds
+        # no-ack consumers too: only their prefetch (above) does not apply.
         credit = channel_credit.get(self.channel_key)
-        return credit is None or credit > 0 or self.no_ack
+        return credit is None or credit > 0
 
 
 class ConsumerRoster:

@@ -269,8 +269,8 @@ class QueueCore:
                                          consumer.no_ack, settled))
             if not consumer.no_ack:
                 consumer.unacked += 1
-                if consumer.channel_key in credit:
-                    credit[consumer.channel_key] -= 1
+            if consumer.channel_key in credit:
+                credit[consumer.channel_key] -= 1
             self.roster.delivered_to(consumer)
         return _with_settles(effects, settled)
 

@@ -280,3 +280,12 @@ def test_every_message_is_in_exactly_one_state(
         assert core.message_count + len(unacked) + len(settled) == core.next_offset
         if max_length is not None:
             assert core.message_count <= max_length
+
+
+def test_no_ack_consumers_respect_channel_back_pressure() -> None:
+    core = QueueCore(QueueLimits())
+    fill(core, 10)
+    core.add_consumer(Consumer("a", "ch1", no_ack=True), now_ms=0)
+    assert core.pump(0, {"ch1": 0}) == []  # the channel's socket is congested
+    assert len(delivered(core.pump(0, {"ch1": 4}))) == 4
+    assert len(delivered(core.pump(0))) == 6
