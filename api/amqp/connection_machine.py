@@ -280,6 +280,11 @@ class AmqpConnection:
         self._blocked = True
         return True
 
+    def pause_heartbeat_monitor(self, paused: bool, now_ms: int) -> None:
+        """The shell stops (or resumes) reading this connection, e.g. during an alarm."""
+        self._timers.advance(now_ms)
+        self._timers.pause_receive_monitor(paused)
+
     def send_unblocked(self) -> bool:
         """connection.unblocked after a connection.blocked."""
         if not self._blocked or not self._may_notify_blocking():

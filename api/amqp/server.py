@@ -26,8 +26,7 @@ Theory of operation
 * Resource alarms (memory / disk, :mod:`logbroker.resource_alarms`): every
   connection gets connection.blocked (if it has the capability) and those that
   have published are no longer read until connection.unblocked, as RabbitMQ
-  does. Unlike RabbitMQ the heartbeat monitor is not paused meanwhile, so an
-  alarm longer than two heartbeat intervals drops blocked publishers.
+  does; the heartbeat monitor is paused meanwhile, as RabbitMQ pauses it.
 * The end: on ``ConnectionClosed``, end of file or a socket error, every
   channel is closed (its unacked messages requeued), the connection's
   exclusive queues are deleted and the socket is closed.
@@ -202,8 +201,15 @@ class ConnectionHandler:
             await self._writer.drain()
         while self._in_flight.full and not self._machine.closed:
             await self._in_flight.wait_for_room()
-        while self._published and not self._unblocked.is_set() and not self._finished:
-            await self._unblocked.wait()  # a publishing connection waits out the alarm
+        if self._published and not self._unblocked.is_set() and not self._finished:
+            # A publishing connection waits out the alarm unread; like RabbitMQ, do not
+            # count the silence this causes as missed heartbeats.
+            self._machine.pause_heartbeat_monitor(True, _now_ms())
+            try:
+                while not self._unblocked.is_set() and not self._finished:
+                    await self._unblocked.wait()
+            finally:
+                self._machine.pause_heartbeat_monitor(False, _now_ms())
 
     def resource_alarm(self, active: bool, reason: str) -> None:
         """A memory or disk alarm went on or off: connection.blocked / unblocked.

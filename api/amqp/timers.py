@@ -34,6 +34,7 @@ class Timers:
         self._close_deadline = 0
         self._heartbeat_s = 0
         self._last_recv = now_ms
+        self._receive_monitor_paused = False
 
     def advance(self, now_ms: int) -> None:
         """Move the clock to ``now_ms`` (never back); output is stamped with it."""
@@ -43,6 +44,16 @@ class Timers:
     def received(self) -> None:
         """Input arrived now."""
         self._last_recv = self.now
+
+    def pause_receive_monitor(self, paused: bool) -> None:
+        """While the owner does not read (a blocked publisher), silence is not death.
+
+        RabbitMQ pauses its heartbeat monitor for blocked connections; resuming
+        starts the two-interval window afresh.
+        """
+        self._receive_monitor_paused = paused
+        if not paused:
+            self._last_recv = self.now
 
     def tuned(self, heartbeat_s: int) -> None:
         """tune-ok: heartbeats every ``heartbeat_s`` (0: none), counted from now."""
@@ -70,7 +81,7 @@ class Timers:
         heartbeat_ms = self._heartbeat_s * 1000
         if heartbeat_ms:
             deadlines.append(self._out.last_write_ms + heartbeat_ms // 2)
-            if state is not ConnectionState.CLOSING:
+            if state is not ConnectionState.CLOSING and not self._receive_monitor_paused:
                 deadlines.append(self._last_recv + 2 * heartbeat_ms)
         return min(deadlines) if deadlines else None
 
@@ -88,7 +99,8 @@ class Timers:
         heartbeat_ms = self._heartbeat_s * 1000
         if not heartbeat_ms:
             return None
-        if state is not ConnectionState.CLOSING and now - self._last_recv >= 2 * heartbeat_ms:
+        if (state is not ConnectionState.CLOSING and not self._receive_monitor_paused
+                and now - self._last_recv >= 2 * heartbeat_ms):
             return f"missed heartbeats from client, timeout: {self._heartbeat_s}s"
         if now - self._out.last_write_ms >= heartbeat_ms // 2:
             self._out.write(HEARTBEAT_FRAME)

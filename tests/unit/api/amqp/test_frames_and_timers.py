@@ -125,6 +125,20 @@ def test_heartbeats_are_sent_when_idle_and_absence_is_detected() -> None:
     assert machine.closed and machine.next_deadline_ms() is None
 
 
+def test_heartbeat_monitor_paused_while_the_shell_does_not_read() -> None:
+    client = open_client(now_ms=0, heartbeat_s=10)
+    machine = client.machine
+    machine.pause_heartbeat_monitor(True, 5_000)  # a blocked publisher is not read
+    machine.tick(100_000)
+    assert not machine.closed  # silence we caused is not a dead peer
+    assert heartbeat.Heartbeat.marshal() in machine.data_to_send()  # ours still go out
+    machine.pause_heartbeat_monitor(False, 100_000)
+    machine.tick(119_999)
+    assert not machine.closed  # the two-interval window starts afresh
+    machine.tick(120_000)
+    assert machine.closed
+
+
 def test_heartbeat_disabled_by_the_client() -> None:
     client = open_client(heartbeat_s=0)
     assert client.machine.next_deadline_ms() is None
