@@ -31,6 +31,7 @@ may run on another thread while the owner waits (see GroupCommitter).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from bisect import bisect_right
 from collections import OrderedDict
@@ -57,7 +58,19 @@ from segments.record_batch import (
 from segments.segment import NAME_DIGITS, Segment
 
 # The configuration and result types live in log_config; callers import them from here.
-__all__ = ["AppendResult", "Log", "LogConfig", "RecoveryReport"]
+__all__ = ["AppendResult", "Log", "LogConfig", "RecoveryReport", "delete_detached"]
+
+
+def delete_detached(fs: FileSystem, directory: str, segments: list[Segment]) -> None:
+    """Delete the files of segments taken out of a log by `Log.detach_before`.
+
+    Files or a directory already removed (the whole log deleted meanwhile) are fine.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        for segment in segments:
+            segment.delete()
+        if segments:
+            fs.sync_dir(directory)
 
 
 class Log:
@@ -384,20 +397,29 @@ class Log:
         If the active segment is entirely below `offset` it is rolled first, so an
         idle, fully consumed queue gives its space back.
         """
+        detached = self.detach_before(offset)
+        delete_detached(self.fs, self.directory, detached)
+        return len(detached)
+
+    def detach_before(self, offset: int) -> list[Segment]:
+        """Take whole segments below `offset` out of the log without deleting their files.
+
+        Unlinking large files can take milliseconds; an owner on an event loop
+        detaches here and calls `delete_detached` on another thread. Until then a
+        crash merely brings the detached segments back on the next open.
+        """
         self._check_open()
         active = self._segments[-1]
         if active.size and active.next_offset <= offset:
             self.roll()
-        deleted = 0
+        detached: list[Segment] = []
         while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
             segment = self._segments.pop(0)
             self._bases.pop(0)
             self._forget_sealed(segment)
-            segment.delete()
-            deleted += 1
-        if deleted:
-            self.fs.sync_dir(self.directory)
-        return deleted
+            segment.close()
+            detached.append(segment)
+        return detached
 
     # ---------------------------------------------------------------- closing
 

@@ -324,3 +324,19 @@ def test_unsynced_rolled_segments_are_cut_back_to_what_was_synced() -> None:
     assert [r.offset for r in log.read(0, 10**6)] == list(range(100))
     log.append(records(100, 1))
     log.close()
+
+
+def test_detached_segments_are_gone_from_the_log_before_their_files(tmp_path: Path) -> None:
+    from segments.log import delete_detached
+
+    log = open_log(tmp_path)
+    for start in range(0, 300, 10):
+        log.append(records(start, 10))
+    log.sync()
+    files_before = len(list(tmp_path.glob("*.log")))
+    detached = log.detach_before(150)
+    assert detached and log.log_start_offset == detached[-1].next_offset
+    assert len(list(tmp_path.glob("*.log"))) == files_before  # files still there
+    delete_detached(log.fs, log.directory, detached)
+    assert len(list(tmp_path.glob("*.log"))) == files_before - len(detached)
+    log.close()
