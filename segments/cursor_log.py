@@ -264,6 +264,21 @@ class CursorLog:
         self.compact()
         return True
 
+    def forget_from(self, offset: int) -> bool:
+        """Drop acks at or past `offset` and rewrite the file; True if any were dropped.
+
+        After a power loss the log may end before acks that reached the disk
+        first (a record written but not yet fsynced, acked, then lost). Those
+        acks describe nothing; left alone they would swallow the records that
+        reuse their offsets.
+        """
+        self._check_open()
+        if not self._acked or self._acked.ranges()[-1][1] <= offset:
+            return False
+        self._acked.remove_from(offset)
+        self.compact()
+        return True
+
     def compact(self) -> None:
         """Rewrite the file as one entry per merged range, crash-atomically."""
         self._check_open()

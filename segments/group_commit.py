@@ -167,7 +167,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
                 waiting.append((future, result))
             elif not future.done():
                 future.set_result(result)
-        if self.policy.mode is FsyncMode.ALWAYS:
+        if waiting:  # a group of transient items only needs no fsync
             try:
                 await self._sync_off_loop()
             except Exception as error:

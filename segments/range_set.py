@@ -81,6 +81,18 @@ class RangeSet:
             self._los[0] = offset
         self._count -= removed
 
+    def remove_from(self, offset: int) -> None:
+        """Drop every offset `>= offset` (e.g. acks for records a crash took back)."""
+        _check_offset(offset)
+        keep = bisect_right(self._los, offset - 1) if offset else 0
+        removed = sum(self._his[i] - self._los[i] for i in range(keep, len(self._los)))
+        del self._los[keep:]
+        del self._his[keep:]
+        if self._his and self._his[-1] > offset:
+            removed += self._his[-1] - offset
+            self._his[-1] = offset
+        self._count -= removed
+
     def clear(self) -> None:
         self._los.clear()
         self._his.clear()

@@ -138,6 +138,9 @@ class QueueShell:
         log = Log.open(fs, os.path.join(directory, "log"))
         cursor = CursorLog.open(fs, os.path.join(directory, "cursor"))
         mark = _read_mark(fs, os.path.join(directory, "delivery-mark"))
+        # Acks can reach the disk before the records they ack (transient messages are
+        # delivered once written, not synced): none may outlive the log's end.
+        cursor.forget_from(log.next_offset)
         ack_floor = max(cursor.ack_floor, log.log_start_offset)
         metas, transient = _recovered_metas(log, ack_floor, settings)
         if transient:
@@ -197,10 +200,15 @@ class QueueShell:
                 return
             offset = done.result().base_offset
             self._appended[offset] = meta
-            # Groups resolve in offset order, but make the core's order explicit anyway.
-            while self.core.next_offset in self._appended:
-                next_offset = self.core.next_offset
-                self._run(self.core.enqueue(next_offset, self._appended.pop(next_offset)))
+            try:
+                # Groups resolve in offset order, but make the core's order explicit.
+                while self.core.next_offset in self._appended:
+                    next_offset = self.core.next_offset
+                    self._run(self.core.enqueue(next_offset, self._appended.pop(next_offset)))
+            except Exception as error:  # a broken invariant must fail the publish, not hang it
+                if not ready.done():
+                    ready.set_exception(error)
+                return
             self.schedule_pump()
             if not ready.done():
                 ready.set_result(offset)

@@ -437,3 +437,18 @@ def test_random_appends_and_reopens_match_model(
             floor += 1
         assert final.ack_floor == floor
         final.close()
+
+
+def test_forget_from_drops_acks_past_the_log_end_durably(tmp_path: Path) -> None:
+    fs = RealFileSystem()
+    path = str(tmp_path / "cursor")
+    cursor = CursorLog.open(fs, path)
+    cursor.append([(0, 5), (7, 12)])
+    cursor.sync()
+    assert cursor.forget_from(9)
+    assert cursor.acked.ranges() == [(0, 5), (7, 9)]
+    assert not cursor.forget_from(20)
+    cursor.close()
+    reopened = CursorLog.open(fs, path)
+    assert reopened.acked.ranges() == [(0, 5), (7, 9)]
+    reopened.close()

@@ -206,3 +206,18 @@ def test_matches_a_plain_set(ops: list[tuple[str, int, int]]) -> None:
             gaps = {offset for offset in range(lo, hi) if offset not in model}
             assert ranges.missing_in(lo, hi) == _as_ranges(gaps)
             assert ranges.covers(lo, hi) == (not gaps)
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60))), st.integers(0, 70))
+def test_remove_from_drops_everything_at_or_past_the_offset(
+    adds: list[tuple[int, int]], cut: int
+) -> None:
+    ranges = RangeSet()
+    model: set[int] = set()
+    for lo, hi in adds:
+        ranges.add(lo, hi)
+        model.update(range(lo, hi))
+    ranges.remove_from(cut)
+    expected = {o for o in model if o < cut}
+    assert {o for lo, hi in ranges.ranges() for o in range(lo, hi)} == expected
+    assert ranges.count() == len(expected)
