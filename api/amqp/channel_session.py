@@ -262,8 +262,12 @@ class ChannelSession:
         method = event.method
         check_publish(self._ctx.broker, self._ctx.session, method.exchange, event.properties,
                       len(event.body))
+        reply_to = event.properties.reply_to
         self._reply.rewrite_reply_to(event.properties)
-        message = Message(method.exchange, method.routing_key, event.body, event.properties)
+        # Stored in wire form: reuse the client's bytes unless we changed a property.
+        raw = event.raw_properties if event.properties.reply_to == reply_to else b""
+        message = Message(method.exchange, method.routing_key, event.body, event.properties,
+                          _encoded_properties=raw or None)
         if self._tx is not None:
             self._tx.publishes.append((message, method.mandatory))
         else:

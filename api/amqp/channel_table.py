@@ -198,7 +198,8 @@ class ChannelTable:
             return
         if message is not None:
             self._events.append(
-                Publish(channel.number, message.method, message.properties, message.body)
+                Publish(channel.number, message.method, message.properties, message.body,
+                        message.raw_properties)
             )
 
     def _method(self, channel: ChannelState, method: base.Frame) -> None:

@@ -41,6 +41,7 @@ __all__ = ["AssembledMessage", "ContentAssembler", "MessageTooLarge"]
 
 _BASIC = commands.Basic.frame_id
 _PUBLISH = commands.Basic.Publish.frame_id
+_CONTENT_HEADER_PREFIX = 12  # class id, weight, body size; then the property flags and list
 
 
 class MessageTooLarge(Exception):
@@ -59,6 +60,9 @@ class AssembledMessage:
     method: commands.Basic.Publish
     properties: commands.Basic.Properties
     body: bytes
+    # The property flags and list as the client encoded them, so a broker that
+    # stores properties in wire form need not encode them again.
+    raw_properties: bytes = b""
 
 
 @dataclass(slots=True)
@@ -68,6 +72,7 @@ class ContentAssembler:
     max_message_bytes: int
     _method: commands.Basic.Publish | None = None
     _properties: commands.Basic.Properties | None = None
+    _raw_properties: bytes = b""
     _remaining: int = 0
     _parts: list[bytes] = field(default_factory=list)
 
@@ -85,6 +90,7 @@ class ContentAssembler:
         """Forget any partial message (the channel is closing)."""
         self._method = None
         self._properties = None
+        self._raw_properties = b""
         self._remaining = 0
         self._parts = []
 
@@ -143,10 +149,12 @@ class ContentAssembler:
             self.reset()
             raise MessageTooLarge(prefix.body_size, self.max_message_bytes)
         properties = decode_properties(payload)
+        raw_properties = bytes(payload[_CONTENT_HEADER_PREFIX:])
         if prefix.body_size == 0:
             self.reset()
-            return AssembledMessage(method, properties, b"")
+            return AssembledMessage(method, properties, b"", raw_properties)
         self._properties = properties
+        self._raw_properties = raw_properties
         self._remaining = prefix.body_size
         return None
 
@@ -170,5 +178,6 @@ class ContentAssembler:
         if self._remaining:
             return None
         body = b"".join(self._parts)
+        raw_properties = self._raw_properties
         self.reset()
-        return AssembledMessage(method, properties, body)
+        return AssembledMessage(method, properties, body, raw_properties)

@@ -93,6 +93,7 @@ class Publish:
     method: commands.Basic.Publish
     properties: commands.Basic.Properties
     body: bytes
+    raw_properties: bytes = b""  # the properties as the client encoded them
 
 
 @dataclass(frozen=True, slots=True)

@@ -240,3 +240,23 @@ def test_direct_reply_to_rpc(connect: Connect) -> None:
         other.queue_declare("rpc_direct", passive=True)
     assert raised.value.reply_code == 406
     assert "fast reply consumer does not exist" in raised.value.reply_text
+
+
+def test_every_basic_property_survives_the_broker(connect: Connect) -> None:
+    channel = connect().channel()
+    channel.queue_declare("props")
+    sent = pika.BasicProperties(
+        content_type="application/json", content_encoding="utf-8",
+        headers={"int": 7, "str": "s", "bool": True, "list": [1, "a"],
+                 "table": {"nested": "yes"}, "none": None},
+        delivery_mode=2, priority=5, correlation_id="corr-1", reply_to="replies",
+        expiration="60000", message_id="m-1", timestamp=1_700_000_000, type="event",
+        user_id="guest", app_id="the-app", cluster_id="c1",
+    )
+    channel.basic_publish("", "props", b"{}", sent)
+    method, received, body = channel.basic_get("props", auto_ack=True)
+    assert method is not None and body == b"{}"
+    for name in ("content_type", "content_encoding", "headers", "delivery_mode", "priority",
+                 "correlation_id", "reply_to", "expiration", "message_id", "timestamp",
+                 "type", "user_id", "app_id", "cluster_id"):
+        assert getattr(received, name) == getattr(sent, name), name
