@@ -25,11 +25,10 @@ import json
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
 
 from logbroker.message import Message, expiry_ms
 from logbroker.queue.consumers import Consumer
+from logbroker.queue.delivery_sink import DeliverySink
 from logbroker.queue.effects import (
     DeadLetter,
     DeadLetterReason,
@@ -39,48 +38,20 @@ from logbroker.queue.effects import (
     Settle,
 )
 from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta
-from logbroker.queue.queue_core import Admission, QueueCore, QueueLimits
+from logbroker.queue.queue_core import Admission, QueueCore
+from logbroker.queue.queue_recovery import read_delivery_mark, recovered_metas
+from logbroker.queue.queue_settings import QueueSettings
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem, write_file_atomically
 from segments.group_commit import FsyncPolicy, GroupCommitter
 from segments.log import AppendResult, Log, delete_detached
 from segments.record_batch import LogRecord, Record
 
+__all__ = ["DeliverySink", "QueueSettings", "QueueShell"]
+
 DELIVERY_MARK_STEP = 4096
 CURSOR_FSYNC = FsyncPolicy.parse("interval:200")
 READ_AHEAD_BYTES = 256 * 1024
-
-
-class DeliverySink(Protocol):
-    """Where a consumer's messages go: implemented by an AMQP channel, a WebSocket..."""
-
-    @property
-    def channel_key(self) -> str: ...
-
-    def deliver(
-        self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
-        message: Message,
-    ) -> None: ...
-
-    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None: ...
-
-    def credit(self) -> int | None:
-        """Unacked deliveries the channel may still take (None: no channel-wide limit)."""
-        ...
-
-
-@dataclass(frozen=True)
-class QueueSettings:
-    vhost: str
-    name: str
-    durable: bool
-    limits: QueueLimits
-    message_ttl_ms: int | None = None
-    max_priority: int | None = None
-    single_active_consumer: bool = False
-    fsync_policy: FsyncPolicy = field(default_factory=FsyncPolicy)
-    dead_letter_exchange: str | None = None
-    dead_letter_routing_key: str | None = None
 
 
 DeadLetterCallback = Callable[["QueueShell", Message, DeadLetterReason], Awaitable[None]]
@@ -137,12 +108,12 @@ class QueueShell:
         fs.makedirs(directory)
         log = Log.open(fs, os.path.join(directory, "log"))
         cursor = CursorLog.open(fs, os.path.join(directory, "cursor"))
-        mark = _read_mark(fs, os.path.join(directory, "delivery-mark"))
+        mark = read_delivery_mark(fs, os.path.join(directory, "delivery-mark"))
         # Acks can reach the disk before the records they ack (transient messages are
         # delivered once written, not synced): none may outlive the log's end.
         cursor.forget_from(log.next_offset)
         ack_floor = max(cursor.ack_floor, log.log_start_offset)
-        metas, transient = _recovered_metas(log, ack_floor, settings)
+        metas, transient = recovered_metas(log, ack_floor, settings)
         if transient:
             cursor.append(transient)  # non-persistent messages do not survive a restart
             cursor.sync()
@@ -422,36 +393,3 @@ class QueueShell:
             self._write_mark(self._delivered_below)  # a clean stop knows exactly
         self.log.close()
         self.cursor.close()
-
-
-def _read_mark(fs: FileSystem, path: str) -> int:
-    if not fs.exists(path):
-        return 0
-    handle = fs.open(path)
-    try:
-        return int(json.loads(handle.read_at(0, handle.size()))["delivered_below"])
-    except (ValueError, KeyError, TypeError):
-        return 2**62  # unreadable: assume everything may have been delivered
-    finally:
-        handle.close()
-
-
-def _recovered_metas(
-    log: Log, ack_floor: int, settings: QueueSettings
-) -> tuple[list[MessageMeta], list[tuple[int, int]]]:
-    """Metadata for every offset in [ack_floor, next_offset), and the transient ones."""
-    metas: list[MessageMeta] = []
-    transient: list[tuple[int, int]] = []
-    offset = ack_floor
-    while offset < log.next_offset:
-        records = log.read(offset, 1 << 20)
-        for record in records:
-            message = Message.from_record(record)
-            expires = expiry_ms(message, settings.message_ttl_ms, record.timestamp_ms)
-            metas.append(MessageMeta(message.size_bytes,
-                                     NO_EXPIRY if expires is None else expires,
-                                     min(message.properties.priority or 0, 255)))
-            if not message.persistent or not settings.durable:
-                transient.append((record.offset, record.offset + 1))
-        offset = records[-1].offset + 1
-    return metas, transient
