@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pamqp import commands
@@ -40,15 +39,40 @@ def decode_properties(data: bytes) -> Properties:
     return properties
 
 
-@dataclass(slots=True)
 class Message:
-    exchange: str
-    routing_key: str
-    body: bytes
-    properties: Properties = field(default_factory=Properties)
-    timestamp_ms: int = 0  # when the broker accepted it
-    # The encoded properties, kept so an unchanged message is not re-encoded.
-    _encoded_properties: bytes | None = None
+    """A message; its properties are decoded only when something reads them.
+
+    A message read from a queue log and delivered over AMQP never needs its
+    properties as values: the stored wire bytes go out as they are.
+    """
+
+    __slots__ = ("_encoded_properties", "_properties", "body", "exchange", "routing_key",
+                 "timestamp_ms")
+
+    def __init__(
+        self,
+        exchange: str,
+        routing_key: str,
+        body: bytes,
+        properties: Properties | None = None,
+        timestamp_ms: int = 0,
+        _encoded_properties: bytes | None = None,
+    ) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.body = body
+        self.timestamp_ms = timestamp_ms  # when the broker accepted it
+        if properties is None and _encoded_properties is None:
+            properties = Properties()
+        self._properties = properties
+        # Kept so an unchanged message is not encoded again.
+        self._encoded_properties = _encoded_properties
+
+    @property
+    def properties(self) -> Properties:
+        if self._properties is None:
+            self._properties = decode_properties(self._encoded_properties or b"")
+        return self._properties
 
     @property
     def persistent(self) -> bool:
@@ -64,7 +88,11 @@ class Message:
         return self._encoded_properties
 
     def with_properties(self, properties: Properties, **changes: Any) -> Message:
-        return replace(self, properties=properties, _encoded_properties=None, **changes)
+        message = Message(self.exchange, self.routing_key, self.body, properties,
+                          self.timestamp_ms)
+        for name, value in changes.items():
+            setattr(message, name, value)
+        return message
 
     def to_record(self) -> Record:
         headers: Headers = (
@@ -77,14 +105,12 @@ class Message:
     @classmethod
     def from_record(cls, record: LogRecord | Record) -> Message:
         fields = {name: value or b"" for name, value in record.headers}
-        encoded = fields.get("p", b"")
         return cls(
             exchange=fields.get("e", b"").decode(),
             routing_key=fields.get("k", b"").decode(),
             body=record.value,
-            properties=decode_properties(encoded),
             timestamp_ms=record.timestamp_ms,
-            _encoded_properties=encoded,
+            _encoded_properties=fields.get("p", b""),
         )
 
     @property

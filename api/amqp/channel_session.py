@@ -146,7 +146,8 @@ class ChannelSession:
         method = commands.Basic.Deliver(
             consumer_tag, tag, redelivered, message.exchange, message.routing_key
         )
-        self._ctx.machine.send_content(self.number, method, message.properties, message.body)
+        self._ctx.machine.send_content(self.number, method, message.encoded_properties(),
+                                       message.body)
         self._ctx.notify_output()
 
     def _deliver_reply(self, consumer_tag: str, message: Message) -> None:
@@ -370,7 +371,7 @@ class ChannelSession:
         entry = None if method.no_ack or shell is None else Unacked(shell, offset, None)
         tag = self._tags.issue(entry)
         reply = commands.Basic.GetOk(tag, redelivered, message.exchange, message.routing_key, left)
-        ctx.machine.send_content(self.number, reply, message.properties, message.body)
+        ctx.machine.send_content(self.number, reply, message.encoded_properties(), message.body)
         ctx.notify_output()
 
     # -- settlement ------------------------------------------------------------------

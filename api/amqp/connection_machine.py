@@ -235,10 +235,14 @@ class AmqpConnection:
         self,
         channel: int,
         method: base.Frame,
-        properties: commands.Basic.Properties,
+        properties: commands.Basic.Properties | bytes,
         body: bytes,
     ) -> bool:
-        """basic.deliver / get-ok / return with its content, body in frames <= frame_max."""
+        """basic.deliver / get-ok / return with its content, body in frames <= frame_max.
+
+        `properties` may be pamqp's object or the property flags and list already
+        encoded (a stored message goes out without decoding and encoding again).
+        """
         if type(method) not in CONTENT_METHODS:
             raise ValueError(f"{method_name(method)} carries no content: use send_method")
         if not self._can_send(channel):

@@ -143,7 +143,8 @@ class PublishPipeline:
 
     def _send_return(self, message: Message) -> None:
         method = commands.Basic.Return(NO_ROUTE, "NO_ROUTE", message.exchange, message.routing_key)
-        self._ctx.machine.send_content(self._channel, method, message.properties, message.body)
+        self._ctx.machine.send_content(self._channel, method, message.encoded_properties(),
+                                       message.body)
 
     def _send_confirms(self, confirms: list[tuple[int, bool]]) -> None:
         start = 0

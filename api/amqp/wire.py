@@ -278,7 +278,7 @@ def encode_method(channel: int, method: base.Frame) -> bytes:
 def encode_content(
     channel: int,
     method: base.Frame,
-    properties: commands.Basic.Properties,
+    properties: commands.Basic.Properties | bytes,
     body: bytes,
     frame_max: int,
 ) -> bytes:
@@ -286,10 +286,13 @@ def encode_content(
 
     An empty body has no body frame, as in RabbitMQ.
     """
-    try:
-        head = header.ContentHeader(0, len(body), properties).marshal()
-    except (TypeError, ValueError, struct.error) as err:
-        raise ValueError(f"cannot encode the content properties: {err}") from err
+    if isinstance(properties, bytes):  # already in wire form (flags + property list)
+        head = _CONTENT_HEADER.pack(commands.Basic.frame_id, 0, len(body)) + properties
+    else:
+        try:
+            head = header.ContentHeader(0, len(body), properties).marshal()
+        except (TypeError, ValueError, struct.error) as err:
+            raise ValueError(f"cannot encode the content properties: {err}") from err
     parts = [encode_method(channel, method), _frame(FRAME_HEADER, channel, head)]
     chunk = frame_max - FRAME_OVERHEAD if frame_max else len(body) or 1
     view = memoryview(body)
@@ -299,6 +302,9 @@ def encode_content(
         parts.append(bytes(piece))
         parts.append(FRAME_END_BYTES)
     return b"".join(parts)
+
+
+_CONTENT_HEADER = struct.Struct(">HHQ")  # class id, weight, body size
 
 
 class Inbox:
