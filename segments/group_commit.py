@@ -26,7 +26,7 @@ import asyncio
 import enum
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -39,6 +39,10 @@ ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
 ItemT_contra = TypeVar("ItemT_contra", contravariant=True)
 ResultT_co = TypeVar("ResultT_co", covariant=True)
+
+
+# A submitted item: (item, its future, wait for fsync?, called once written).
+_Pending = tuple[ItemT, "asyncio.Future[ResultT]", bool, "Callable[[ResultT], None] | None"]
 
 
 class FsyncMode(enum.Enum):
@@ -92,7 +96,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self._target = target
         self.policy = policy
         self._group_items_max = group_items_max
-        self._pending: list[tuple[ItemT, asyncio.Future[ResultT], bool]] = []
+        self._pending: list[_Pending[ItemT, ResultT]] = []
         self._pending_items_max = pending_items_max
         self._in_flight = 0
         self._room_waiters: deque[asyncio.Future[None]] = deque()
@@ -120,12 +124,16 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             await waiter
         return await self.submit_nowait(item, durable)
 
-    def submit_nowait(self, item: ItemT, durable: bool = True) -> asyncio.Future[ResultT]:
+    def submit_nowait(
+        self, item: ItemT, durable: bool = True,
+        on_written: Callable[[ResultT], None] | None = None,
+    ) -> asyncio.Future[ResultT]:
         """Queue `item` now, in call order; the future resolves as `submit` returns.
 
         For callers whose order must be the order of their calls (a channel's
         publishes to several queues); the limit on items in flight is the
-        caller's to enforce.
+        caller's to enforce. `on_written` runs as soon as the item is written,
+        before the group's fsync (a queue makes the message deliverable then).
         """
         if self._closed:
             raise LogClosedError("the group committer is closed")
@@ -133,7 +141,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         future: asyncio.Future[ResultT] = loop.create_future()
         self._in_flight += 1
         future.add_done_callback(self._release_room)
-        self._pending.append((item, future, durable))
+        self._pending.append((item, future, durable, on_written))
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush_pending())
         return future
@@ -152,17 +160,21 @@ class GroupCommitter(Generic[ItemT, ResultT]):
                 del self._pending[: self._group_items_max]
                 await self._commit_group(group)
 
-    async def _commit_group(
-        self, group: list[tuple[ItemT, asyncio.Future[ResultT], bool]]
-    ) -> None:
+    async def _commit_group(self, group: list[_Pending[ItemT, ResultT]]) -> None:
         try:
-            results = self._target.append_group([item for item, _, _ in group])
+            results = self._target.append_group([entry[0] for entry in group])
         except Exception as error:
             _fail(group, error)
             return
         self.groups_written += 1
+        for (_, _, _, on_written), result in zip(group, results, strict=True):
+            if on_written is not None:
+                try:
+                    on_written(result)
+                except Exception:  # one caller's bug must not fail the others' writes
+                    logger.exception("on_written callback failed")
         waiting = []
-        for (_, future, durable), result in zip(group, results, strict=True):
+        for (_, future, durable, _), result in zip(group, results, strict=True):
             if durable and self.policy.mode is FsyncMode.ALWAYS:
                 waiting.append((future, result))
             elif not future.done():
@@ -171,7 +183,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             try:
                 await self._sync_off_loop()
             except Exception as error:
-                _fail([(None, future, True) for future, _ in waiting], error)
+                _fail([(None, future, True, None) for future, _ in waiting], error)
                 return
         for future, result in waiting:
             if not future.done():
@@ -221,8 +233,10 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self._fsync_thread.shutdown(wait=False)
 
 
-def _fail(group: Sequence[tuple[object, asyncio.Future[ResultT], bool]], error: Exception) -> None:
-    for _, future, _ in group:
+def _fail(
+    group: Sequence[tuple[object, asyncio.Future[ResultT], bool, object]], error: Exception
+) -> None:
+    for _, future, _, _ in group:
         if not future.done():
             future.set_exception(error)
 

@@ -147,8 +147,11 @@ class QueueShell:
 
         The message is queued for the log during this call, so the order of
         `append` calls is the order of the log, however the callers' tasks are
-        scheduled. The future resolves once the message is durable (under the
-        queue's policy) and ready in the core.
+        scheduled. It becomes deliverable as soon as it is written, as on
+        RabbitMQ; the future (the publisher's confirm) resolves once it is durable
+        under the queue's fsync policy. A single node has no failover that could
+        take a written message back; replicated queues keep the high-watermark
+        rule (DESIGN.md section 6).
         """
         expires = expiry_ms(message, self.settings.message_ttl_ms, self.clock())
         meta = MessageMeta(message.size_bytes, NO_EXPIRY if expires is None else expires,
@@ -156,36 +159,44 @@ class QueueShell:
         # A transient message, or any message in a transient queue, is not lost to a
         # crash it could survive anyway: it is confirmed once written.
         durable = message.persistent and self.settings.durable
-        ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        confirmed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        admitted = [True]  # counts against reject-publish limits until it is ready
+
+        def on_written(result: AppendResult) -> None:
+            admitted[0] = False
+            self._unadmit(message)
+            try:
+                self._make_ready(result.base_offset, meta)
+            except Exception as error:  # a broken invariant must fail the publish
+                if not confirmed.done():
+                    confirmed.set_exception(error)
+
+        def on_durable(done: asyncio.Future[AppendResult]) -> None:
+            if admitted[0]:
+                self._unadmit(message)  # the write itself failed
+            if confirmed.done():
+                return
+            if done.cancelled() or done.exception() is not None:
+                confirmed.set_exception(done.exception() or asyncio.CancelledError())
+            else:
+                confirmed.set_result(done.result().base_offset)
+
         try:
-            written = self._committer.submit_nowait([message.to_record()], durable=durable)
+            written = self._committer.submit_nowait(
+                [message.to_record()], durable=durable, on_written=on_written)
         except Exception:
             self._unadmit(message)
             raise
+        written.add_done_callback(on_durable)
+        return confirmed
 
-        def on_written(done: asyncio.Future[AppendResult]) -> None:
-            self._unadmit(message)
-            if done.cancelled() or done.exception() is not None:
-                if not ready.done():
-                    ready.set_exception(done.exception() or asyncio.CancelledError())
-                return
-            offset = done.result().base_offset
-            self._appended[offset] = meta
-            try:
-                # Groups resolve in offset order, but make the core's order explicit.
-                while self.core.next_offset in self._appended:
-                    next_offset = self.core.next_offset
-                    self._run(self.core.enqueue(next_offset, self._appended.pop(next_offset)))
-            except Exception as error:  # a broken invariant must fail the publish, not hang it
-                if not ready.done():
-                    ready.set_exception(error)
-                return
-            self.schedule_pump()
-            if not ready.done():
-                ready.set_result(offset)
-
-        written.add_done_callback(on_written)
-        return ready
+    def _make_ready(self, offset: int, meta: MessageMeta) -> None:
+        self._appended[offset] = meta
+        # Groups are written in offset order, but make the core's order explicit.
+        while self.core.next_offset in self._appended:
+            next_offset = self.core.next_offset
+            self._run(self.core.enqueue(next_offset, self._appended.pop(next_offset)))
+        self.schedule_pump()
 
     def _unadmit(self, message: Message) -> None:
         self._admitted = max(0, self._admitted - 1)

@@ -156,3 +156,15 @@ async def test_submit_nowait_queues_in_call_order() -> None:
     futures = [committer.submit_nowait(i) for i in range(5)]
     assert await asyncio.gather(*futures) == [0, 10, 20, 30, 40]
     assert target.written == [0, 1, 2, 3, 4]
+
+
+async def test_on_written_runs_in_order_before_the_fsync() -> None:
+    target = SlowSyncTarget()
+    committer: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("always"))
+    seen: list[tuple[int, bool]] = []
+    futures = [
+        committer.submit_nowait(i, on_written=lambda r: seen.append((r, r // 10 in target.durable)))
+        for i in range(3)
+    ]
+    assert await asyncio.gather(*futures) == [0, 10, 20]
+    assert seen == [(0, False), (10, False), (20, False)]  # written, not yet fsynced

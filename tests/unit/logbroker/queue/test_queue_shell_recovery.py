@@ -1,6 +1,7 @@
 """Power loss between an ack reaching the disk and the record it acks."""
 
 import asyncio
+import time
 
 from pamqp import commands
 
@@ -36,4 +37,32 @@ async def test_acks_past_the_recovered_log_end_do_not_swallow_new_messages() -> 
     assert await asyncio.wait_for(shell.append(persistent), 5) == 0
     found = shell.get("ch", no_ack=True)
     assert found is not None and found[2].body == b"confirmed"
+    await shell.close()
+
+
+class SlowSyncFileSystem(MemoryFileSystem):
+    """fsync takes 300 ms (it runs on the committer's thread)."""
+
+    def open(self, path: str):  # type: ignore[no-untyped-def]
+        handle = super().open(path)
+        original = handle.sync
+
+        def slow_sync() -> None:
+            time.sleep(0.3)
+            original()
+
+        handle.sync = slow_sync  # type: ignore[method-assign]
+        return handle
+
+
+async def test_written_messages_are_deliverable_before_their_confirm() -> None:
+    shell = QueueShell.open(SETTINGS, SlowSyncFileSystem(), "/data/q")
+    message = Message("", "q", b"early", commands.Basic.Properties(delivery_mode=2))
+    shell.admit(message)
+    confirm = shell.append(message)
+    await asyncio.sleep(0.1)  # written by now, the fsync still running
+    found = shell.get("ch", no_ack=False)
+    assert found is not None and found[2].body == b"early"
+    assert not confirm.done()  # the publisher hears only once it is durable
+    assert await asyncio.wait_for(confirm, 5) == 0
     await shell.close()
