@@ -243,6 +243,10 @@ class CursorLog:
             self._close_because(f"rollback after a failed append failed: {rollback_error}")
             raise rollback_error from error
 
+    def wants_sync(self) -> bool:
+        """GroupAppendable: nothing here needs a sync beyond the policy's."""
+        return False
+
     def sync(self) -> None:
         self._check_open()
         try:

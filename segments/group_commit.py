@@ -77,12 +77,15 @@ class FsyncPolicy:
 
 
 class GroupAppendable(Protocol[ItemT_contra, ResultT_co]):
-    """What the committer drives. A target may also expose `has_unconfirmed_seals`
-    (see Log) to ask for a background sync under the `never` policy."""
+    """What the committer drives."""
 
     def append_group(self, items: Sequence[ItemT_contra]) -> Sequence[ResultT_co]: ...
 
     def sync(self) -> None: ...
+
+    def wants_sync(self) -> bool:
+        """True when a sync is due even under the `never` policy (a Log's rolled segment)."""
+        ...
 
 
 class GroupCommitter(Generic[ItemT, ResultT]):
@@ -195,7 +198,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             self._interval_sync = loop.call_later(
                 self.policy.interval_ms / 1000, self._start_interval_sync
             )
-        elif getattr(self._target, "has_unconfirmed_seals", False):
+        elif self._target.wants_sync():
             # A rolled segment is confirmed by the next sync; without one a crash
             # would make recovery scan it. Kafka likewise flushes on roll, off the
             # write path.

@@ -255,6 +255,10 @@ class Log:
         """Rolled segments wait for a `sync`; a committer that rarely syncs should soon."""
         return bool(self._unconfirmed)
 
+    def wants_sync(self) -> bool:
+        """GroupAppendable: a rolled segment waits for a sync to be confirmed."""
+        return self.has_unconfirmed_seals
+
     def sync(self) -> None:
         """Make everything appended so far durable (rolled segments first)."""
         self._check_open()

@@ -1,9 +1,9 @@
 """Errors raised by the routing core.
 
 The routing core knows nothing about AMQP reply codes; the broker maps these
-to them: `ExchangeNotFoundError` -> 404 NOT_FOUND, `UnknownExchangeTypeError`
--> 503 COMMAND_INVALID, `InvalidExchangeError` and `InvalidBindingError` ->
-406 PRECONDITION_FAILED (RabbitMQ answers `binding_invalid` that way). Names
+to them: `ExchangeNotFoundError` -> 404 NOT_FOUND; `UnknownExchangeTypeError`,
+`InvalidExchangeError` and `InvalidBindingError` -> 406 PRECONDITION_FAILED
+(current RabbitMQ answers an unknown exchange type and `binding_invalid` that way). Names
 the broker reserves (the default exchange, `amq.*`) should be refused by the
 broker before it gets here, with 403 ACCESS_REFUSED; the router only guards
 against the default exchange so its own invariants hold.

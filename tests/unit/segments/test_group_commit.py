@@ -34,6 +34,9 @@ class CountingTarget:
         self.syncs += 1
         self.durable = list(self.written)
 
+    def wants_sync(self) -> bool:
+        return False
+
 
 def test_policy_parsing() -> None:
     assert FsyncPolicy.parse("always").mode is FsyncMode.ALWAYS
@@ -168,3 +171,22 @@ async def test_on_written_runs_in_order_before_the_fsync() -> None:
     ]
     assert await asyncio.gather(*futures) == [0, 10, 20]
     assert seen == [(0, False), (10, False), (20, False)]  # written, not yet fsynced
+
+
+async def test_never_policy_still_confirms_rolled_segments_in_the_background() -> None:
+    from segments.log import LogConfig
+
+    fs = MemoryFileSystem()
+    log = Log.open(fs, "/q", LogConfig(segment_bytes_max=1024))
+    committer: GroupCommitter[Sequence[Record], AppendResult] = GroupCommitter(
+        log, FsyncPolicy.parse("never"))
+    for i in range(20):
+        await committer.submit([Record(b"x" * 200, i)])
+    assert log.segment_count > 2
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if not log.has_unconfirmed_seals:
+            break
+    assert not log.has_unconfirmed_seals  # a roll asked for a sync, off the write path
+    await committer.close()
+    log.close()
