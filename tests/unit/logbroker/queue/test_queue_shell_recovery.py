@@ -60,8 +60,11 @@ async def test_written_messages_are_deliverable_before_their_confirm() -> None:
     message = Message("", "q", b"early", commands.Basic.Properties(delivery_mode=2))
     shell.admit(message)
     confirm = shell.append(message)
-    await asyncio.sleep(0.1)  # written by now, the fsync still running
-    found = shell.get("ch", no_ack=False)
+    found = None
+    for _ in range(200):  # written soon; its 300 ms fsync starts only after the write
+        await asyncio.sleep(0.01)
+        if (found := shell.get("ch", no_ack=False)) is not None:
+            break
     assert found is not None and found[2].body == b"early"
     assert not confirm.done()  # the publisher hears only once it is durable
     assert await asyncio.wait_for(confirm, 5) == 0
