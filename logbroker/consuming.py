@@ -53,10 +53,7 @@ def cancel(broker: Broker, session: Session, queue: str, consumer_tag: str) -> N
     if shell is None:
         return
     shell.remove_consumer(consumer_tag)
-    record = broker.state.queue(session.vhost, queue)
-    if record is not None and record.auto_delete and shell.had_consumers \
-            and shell.core.consumer_count == 0:
-        broker.apply(DeleteQueue(session.vhost, queue))
+    _delete_if_auto_delete_and_unused(broker, shell)
 
 
 def get(
@@ -79,10 +76,17 @@ def channel_closed(broker: Broker, vhost: str, channel_key: str, queues: set[str
             tags = [t for t in shell.consumer_tags()
                     if (c := shell.core.roster.get(t)) is not None and c.channel_key == channel_key]
             shell.channel_closed(channel_key)
-            record = broker.state.queue(vhost, name)
-            if tags and record is not None and record.auto_delete \
-                    and shell.core.consumer_count == 0:
-                broker.apply(DeleteQueue(vhost, name))
+            if tags:
+                _delete_if_auto_delete_and_unused(broker, shell)
+
+
+def _delete_if_auto_delete_and_unused(broker: Broker, shell: QueueShell) -> None:
+    """RabbitMQ deletes an auto-delete queue when its last consumer goes."""
+    vhost, name = shell.settings.vhost, shell.name
+    record = broker.state.queue(vhost, name)
+    if record is not None and record.auto_delete and shell.had_consumers \
+            and shell.core.consumer_count == 0:
+        broker.apply(DeleteQueue(vhost, name))
 
 
 def _readable(broker: Broker, session: Session, queue: str) -> QueueShell:

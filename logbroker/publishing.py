@@ -60,29 +60,27 @@ class Publisher:
             return PublishResult(routed=False, confirmed=True)
         if len(targets) == 1:
             # The common case, without the task and future that gather costs.
-            return await self._deliver_to_one(message, targets[0])
-        appends: list[Awaitable[object]] = []
-        confirmed = True
-        for shell in targets:
-            admission = shell.admit(message)
-            if admission is Admission.ACCEPT:
-                appends.append(shell.append(message))
-                continue
-            confirmed = False
-            if admission is Admission.REJECT_DEAD_LETTER:
-                appends.append(self.dead_letter(shell, message, DeadLetterReason.MAXLEN))
-        if appends:
-            await asyncio.gather(*appends)
-        return PublishResult(routed=True, confirmed=confirmed)
+            work, confirmed = self._start(targets[0], message)
+            if work is not None:
+                await work
+            return PublishResult(routed=True, confirmed=confirmed)
+        started = [self._start(shell, message) for shell in targets]
+        pending = [work for work, _ in started if work is not None]
+        if pending:
+            await asyncio.gather(*pending)
+        return PublishResult(routed=True, confirmed=all(ok for _, ok in started))
 
-    async def _deliver_to_one(self, message: Message, shell: QueueShell) -> PublishResult:
+    def _start(self, shell: QueueShell, message: Message) -> tuple[Awaitable[object] | None, bool]:
+        """Admit `message` to `shell` and start its append now (so call order is log order).
+
+        Returns the work to wait for and whether the queue took the message.
+        """
         admission = shell.admit(message)
         if admission is Admission.ACCEPT:
-            await shell.append(message)
-            return PublishResult(routed=True, confirmed=True)
+            return shell.append(message), True
         if admission is Admission.REJECT_DEAD_LETTER:
-            await self.dead_letter(shell, message, DeadLetterReason.MAXLEN)
-        return PublishResult(routed=True, confirmed=False)
+            return self.dead_letter(shell, message, DeadLetterReason.MAXLEN), False
+        return None, False
 
     async def dead_letter(
         self, source: QueueShell, message: Message, reason: DeadLetterReason

@@ -167,7 +167,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         try:
             results = self._target.append_group([entry[0] for entry in group])
         except Exception as error:
-            _fail(group, error)
+            _fail([entry[1] for entry in group], error)
             return
         self.groups_written += 1
         for (_, _, _, on_written), result in zip(group, results, strict=True):
@@ -186,7 +186,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             try:
                 await self._sync_off_loop()
             except Exception as error:
-                _fail([(None, future, True, None) for future, _ in waiting], error)
+                _fail([future for future, _ in waiting], error)
                 return
         for future, result in waiting:
             if not future.done():
@@ -236,10 +236,8 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self._fsync_thread.shutdown(wait=False)
 
 
-def _fail(
-    group: Sequence[tuple[object, asyncio.Future[ResultT], bool, object]], error: Exception
-) -> None:
-    for _, future, _, _ in group:
+def _fail(futures: Sequence[asyncio.Future[ResultT]], error: Exception) -> None:
+    for future in futures:
         if not future.done():
             future.set_exception(error)
 

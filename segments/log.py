@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from segments.errors import (
+    CorruptSegmentError,
     LogClosedError,
     NonSequentialBatchError,
     OffsetDeletedError,
@@ -296,7 +297,7 @@ class Log:
             if offset < segment.next_offset:
                 try:
                     found = segment.read_batches(offset, max_bytes - total)
-                except Exception:
+                except CorruptSegmentError:
                     if batches:
                         break  # return what was read before the damage
                     raise

@@ -160,10 +160,11 @@ class QueueShell:
         # crash it could survive anyway: it is confirmed once written.
         durable = message.persistent and self.settings.durable
         confirmed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        admitted = [True]  # counts against reject-publish limits until it is ready
+        admitted = True  # counts against reject-publish limits until it is ready
 
         def on_written(result: AppendResult) -> None:
-            admitted[0] = False
+            nonlocal admitted
+            admitted = False
             self._unadmit(message)
             try:
                 self._make_ready(result.base_offset, meta)
@@ -172,7 +173,7 @@ class QueueShell:
                     confirmed.set_exception(error)
 
         def on_durable(done: asyncio.Future[AppendResult]) -> None:
-            if admitted[0]:
+            if admitted:
                 self._unadmit(message)  # the write itself failed
             if confirmed.done():
                 return
