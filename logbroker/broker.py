@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from logbroker.broker_config import BrokerConfig, Session
+from logbroker.connections import ConnectionRegistry
 from logbroker.errors import NOT_FOUND, BrokerError
 from logbroker.metadata import (
     Applied,
@@ -42,6 +43,7 @@ from logbroker.metadata import (
 from logbroker.publishing import Publisher
 from logbroker.queue.queue_core import Overflow, QueueLimits
 from logbroker.queue.queue_shell import QueueSettings, QueueShell
+from logbroker.queue.retention import Retention, max_age_ms
 from logbroker.resource_alarms import (
     ResourceAlarms,
     ResourceMonitor,
@@ -54,6 +56,7 @@ from segments.group_commit import FsyncPolicy
 
 logger = logging.getLogger(__name__)
 Permission = Literal["configure", "write", "read"]
+RETENTION_SWEEP_S = 30.0
 
 
 class Broker:
@@ -65,6 +68,8 @@ class Broker:
         self._queues: dict[tuple[str, str], QueueShell] = {}
         self._closing: set[asyncio.Future[None]] = set()
         self.publisher = Publisher(self.router, self.queue)
+        self.connections = ConnectionRegistry()
+        self._retention_task: asyncio.Future[None] | None = None
         watermarks = Watermarks(
             config.memory_high_watermark_bytes or default_memory_watermark(),
             config.disk_free_limit_bytes,
@@ -89,9 +94,12 @@ class Broker:
             for record in store.state.queues(vhost.name):
                 broker._open_queue(vhost.name, record.name)
         broker.resources.start()
+        broker._retention_task = asyncio.ensure_future(broker._sweep_retention())
         return broker
 
     async def close(self) -> None:
+        if self._retention_task is not None:
+            self._retention_task.cancel()
         await self.resources.stop()
         await self.settle()
         for shell in list(self._queues.values()):
@@ -167,7 +175,7 @@ class Broker:
         if record is None:
             raise BrokerError(NOT_FOUND, f"no queue '{name}' in vhost '{vhost}'")
         arguments = self.state.effective_queue_arguments(vhost, name)
-        return _settings_from(vhost, name, record.durable, arguments, self.config.fsync_policy)
+        return _settings_from(vhost, name, record.durable, arguments, self.config)
 
     def queue_directory(self, vhost: str, name: str) -> str:
         digest = hashlib.sha256(f"{vhost}\0{name}".encode()).hexdigest()[:32]
@@ -197,6 +205,13 @@ class Broker:
         while self._closing:
             await asyncio.gather(*list(self._closing), return_exceptions=True)
             self._closing = {task for task in self._closing if not task.done()}
+
+    async def _sweep_retention(self) -> None:
+        """Settled segments age out of retention with no new ack to notice it."""
+        while True:
+            await asyncio.sleep(RETENTION_SWEEP_S)
+            for shell in list(self._queues.values()):
+                shell.reclaim_settled()
 
     def _queue_expired(self, shell: QueueShell) -> None:
         vhost, name = shell.settings.vhost, shell.name
@@ -230,8 +245,7 @@ async def _close_and_remove(shell: QueueShell) -> None:
 
 
 def _settings_from(
-    vhost: str, name: str, durable: bool, arguments: Mapping[str, Any],
-    fsync_policy: FsyncPolicy,
+    vhost: str, name: str, durable: bool, arguments: Mapping[str, Any], config: BrokerConfig,
 ) -> QueueSettings:
     dead_letter_exchange = arguments.get("x-dead-letter-exchange")
     limits = QueueLimits(
@@ -250,9 +264,14 @@ def _settings_from(
         max_priority=arguments.get("x-max-priority"),
         single_active_consumer=bool(arguments.get("x-single-active-consumer", False)),
         # Transient queues do not survive a restart, so their writes need no fsync.
-        fsync_policy=fsync_policy if durable else FsyncPolicy.parse("never"),
+        fsync_policy=config.fsync_policy if durable else FsyncPolicy.parse("never"),
         dead_letter_exchange=dead_letter_exchange,
         dead_letter_routing_key=arguments.get("x-dead-letter-routing-key"),
+        retention=Retention(
+            max_age_ms(arguments["x-max-age"]) if "x-max-age" in arguments
+            else config.retention_ms,
+            arguments.get("x-retention-bytes", config.retention_bytes),
+        ),
     )
 
 

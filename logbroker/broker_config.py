@@ -21,6 +21,10 @@ class BrokerConfig:
     # None: 40% of the machine's RAM (RabbitMQ's vm_memory_high_watermark).
     memory_high_watermark_bytes: int | None = None
     disk_free_limit_bytes: int = 50_000_000
+    # How long and how much settled (acked) history a queue keeps for replay, unless
+    # its x-max-age / x-retention-bytes (or policy) says otherwise.
+    retention_ms: int = 24 * 3600 * 1000
+    retention_bytes: int = 1 << 30
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     port = 15672
     [storage]
     fsync = "always"            # always | interval:N | never
+    retention_ms = 86400000     # settled history kept for replay (per queue)
+    retention_bytes = 1073741824
     [limits]
     max_message_bytes = 134217728
 """
@@ -53,6 +55,8 @@ SETTINGS: tuple[tuple[str, str, str, str, type], ...] = (
     ("frame_max", "LOGBROKER_FRAME_MAX", "amqp", "frame_max", int),
     ("channel_max", "LOGBROKER_CHANNEL_MAX", "amqp", "channel_max", int),
     ("max_message_bytes", "LOGBROKER_MAX_MESSAGE_BYTES", "limits", "max_message_bytes", int),
+    ("retention_ms", "LOGBROKER_RETENTION_MS", "storage", "retention_ms", int),
+    ("retention_bytes", "LOGBROKER_RETENTION_BYTES", "storage", "retention_bytes", int),
 )
 
 
@@ -68,6 +72,8 @@ class ServeSettings:
     frame_max: int = 131072
     channel_max: int = 2047
     max_message_bytes: int = 128 * 1024 * 1024
+    retention_ms: int = 24 * 3600 * 1000
+    retention_bytes: int = 1 << 30
     sources: dict[str, str] = field(default_factory=dict)
 
     def broker_config(self) -> BrokerConfig:
@@ -76,6 +82,8 @@ class ServeSettings:
             node_name=self.node_name,
             fsync_policy=FsyncPolicy.parse(self.fsync),
             max_message_bytes=self.max_message_bytes,
+            retention_ms=self.retention_ms,
+            retention_bytes=self.retention_bytes,
         )
 
 
@@ -121,6 +129,8 @@ def resolve_settings(
 
 async def serve(settings: ServeSettings) -> int:
     from api.amqp.server import AmqpServerConfig, start_amqp_server, stop_amqp_server
+    from api.http.api_context import ApiContext, Listeners
+    from api.http.server import start_http_server
 
     broker = Broker.open(settings.broker_config())
     server_config = AmqpServerConfig(
@@ -132,12 +142,16 @@ async def serve(settings: ServeSettings) -> int:
     logger.info("logbroker %s listening for AMQP 0-9-1 on %s:%d (data in %s)",
                 settings.node_name, settings.host, settings.amqp_port,
                 os.path.abspath(settings.data_dir))
+    context = ApiContext(broker, Listeners(settings.amqp_port, settings.http_port,
+                                           settings.host))
+    http = await start_http_server(context, settings.host, settings.http_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     logger.info("shutting down: finishing in-flight confirms")
+    await http.stop()
     await stop_amqp_server(server)
     await broker.close()
     logger.info("stopped")

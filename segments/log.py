@@ -183,6 +183,11 @@ class Log:
     def segment_base_offsets(self) -> list[int]:
         return list(self._bases)
 
+    def segment_summaries(self) -> list[tuple[int, int, int, int | None]]:
+        """(base offset, next offset, bytes, newest timestamp) of every segment, oldest first."""
+        return [(s.base_offset, s.next_offset, s.size, s.max_timestamp_ms)
+                for s in self._segments]
+
     @property
     def closed(self) -> bool:
         return self._lock is None

@@ -65,6 +65,7 @@ from api.amqp.server_properties import ConnectionConfig
 from logbroker import definitions
 from logbroker.broker import Broker
 from logbroker.broker_config import Session
+from logbroker.connections import ConnectionInfo
 from logbroker.errors import BrokerError
 
 __all__ = ["AmqpServerConfig", "ConnectionHandler", "start_amqp_server", "stop_amqp_server"]
@@ -145,6 +146,8 @@ class ConnectionHandler:
         peer = writer.get_extra_info("peername")
         self.peer_host: str | None = str(peer[0]) if peer else None
         port = peer[1] if peer else 0
+        self._peer_port = int(port)
+        self._info: ConnectionInfo | None = None
         self.connection_id = f"{self.peer_host}:{port}:{serial}"
         self._broker = broker
         self._replies = replies or DirectReplyRegistry()
@@ -255,10 +258,14 @@ class ConnectionHandler:
             self._sessions[event.channel] = ChannelSession(
                 self._ctx, event.channel, self._forget_channel
             )
+            if self._info is not None:
+                self._info.channels = len(self._sessions)
         elif isinstance(event, ChannelClosed):
             closed = self._sessions.pop(event.channel, None)
             if closed is not None:
                 closed.close()
+            if self._info is not None:
+                self._info.channels = len(self._sessions)
         elif isinstance(event, OpenRequested):
             self._open(event)
         elif isinstance(event, ConnectionFailed):
@@ -286,12 +293,17 @@ class ConnectionHandler:
             direct_reply=self._replies,
         )
         self._machine.accept_open()
+        self._info = ConnectionInfo(self.connection_id, "AMQP 0-9-1", self.peer_host or "",
+                                    self._peer_port, event.user, event.virtual_host)
+        self._broker.connections.add(self._info)
         alarms = self._broker.resources.alarms
         if alarms.active:
             self.resource_alarm(True, alarms.reason)
 
     def _forget_channel(self, number: int) -> None:
         self._sessions.pop(number, None)
+        if self._info is not None:
+            self._info.channels = len(self._sessions)
 
     # -- output ---------------------------------------------------------------------------
 
@@ -377,6 +389,7 @@ class ConnectionHandler:
         if self._finished:
             return
         self._finished = True
+        self._broker.connections.remove(self.connection_id)
         self._unblocked.set()  # a read loop waiting out an alarm must see the end
         self._cancel_timer()
         sessions, self._sessions = list(self._sessions.values()), {}

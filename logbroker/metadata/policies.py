@@ -71,6 +71,7 @@ MIN_KEYS = (
     "delivery-limit",
     "max-in-memory-length",
     "max-in-memory-bytes",
+    "retention-bytes",
 )
 ARGUMENT_WINS_KEYS = (
     "dead-letter-exchange",

@@ -72,6 +72,7 @@ _SIMPLE: dict[str, tuple[_Check, str]] = {
     "delivery-limit": (_non_negative, "a valid delivery limit"),
     "consumer-timeout": (_non_negative, "a valid consumer timeout"),
     "max-age": (_max_age, "a valid max age"),
+    "retention-bytes": (_non_negative, "a valid retention size in bytes"),
     "max-segment-size": (_non_negative, "a valid segment size"),
     "stream-max-segment-size-bytes": (_non_negative, "a valid segment size"),
     "initial-cluster-size": (_non_negative, "a valid cluster size"),

@@ -123,6 +123,7 @@ QUEUE_VALIDATORS: dict[str, _Validator] = {
     "x-single-active-consumer": _bool,
     "x-queue-type": _one_of(QUEUE_TYPES, "\"unsupported queue type '{value}'\""),
     "x-max-age": _max_age,
+    "x-retention-bytes": _non_negative,
     "x-delivery-limit": _non_negative,
     "x-queue-leader-locator": _one_of(LEADER_LOCATORS, "invalid_queue_locator_arg"),
     "x-queue-master-locator": _one_of(LEADER_LOCATORS, "invalid_queue_locator_arg"),

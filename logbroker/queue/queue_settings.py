@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from logbroker.queue.queue_core import QueueLimits
+from logbroker.queue.retention import Retention
 from segments.group_commit import FsyncPolicy
 
 
@@ -20,3 +21,4 @@ class QueueSettings:
     fsync_policy: FsyncPolicy = field(default_factory=FsyncPolicy)
     dead_letter_exchange: str | None = None
     dead_letter_routing_key: str | None = None
+    retention: Retention = field(default_factory=Retention)

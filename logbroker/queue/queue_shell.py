@@ -41,6 +41,8 @@ from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta
 from logbroker.queue.queue_core import Admission, QueueCore
 from logbroker.queue.queue_recovery import read_delivery_mark, recovered_metas
 from logbroker.queue.queue_settings import QueueSettings
+from logbroker.queue.queue_stats import AppendWaiters, QueueCounters
+from logbroker.queue.retention import SegmentSummary, reclaim_floor
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem, write_file_atomically
 from segments.group_commit import FsyncPolicy, GroupCommitter
@@ -93,6 +95,8 @@ class QueueShell:
         self.closed = False
         self.had_consumers = False  # auto-delete applies only once a consumer came
         self._reclaiming = False
+        self.counters = QueueCounters()
+        self.appends = AppendWaiters()
         self._background: set[asyncio.Future[None]] = set()
         self.clock: Callable[[], int] = _now_ms
 
@@ -197,6 +201,8 @@ class QueueShell:
         while self.core.next_offset in self._appended:
             next_offset = self.core.next_offset
             self._run(self.core.enqueue(next_offset, self._appended.pop(next_offset)))
+            self.counters.published += 1
+        self.appends.notify()
         self.schedule_pump()
 
     def _unadmit(self, message: Message) -> None:
@@ -220,6 +226,7 @@ class QueueShell:
         return list(self._sinks)
 
     def ack(self, offsets: Sequence[int]) -> None:
+        self.counters.acked += len(offsets)
         self._run(self.core.ack(offsets))
         self.schedule_pump()
 
@@ -241,6 +248,7 @@ class QueueShell:
         for effect in effects:
             if isinstance(effect, Deliver):
                 self._advance_delivery_mark(effect.offset)
+                self._count_delivery(effect.redelivered)
                 found = (effect.offset, effect.redelivered, self.message_at(effect.offset))
         self._run([e for e in effects if not isinstance(e, Deliver)])
         self._arm_timer()
@@ -316,6 +324,7 @@ class QueueShell:
     def _carry_out_one(self, effect: Effect) -> None:
         if isinstance(effect, Deliver):
             self._advance_delivery_mark(effect.offset)
+            self._count_delivery(effect.redelivered)
             sink = self._sinks.get(effect.consumer_tag or "")
             if sink is not None:
                 sink.deliver(self.name, effect.consumer_tag, effect.offset, effect.redelivered,
@@ -334,8 +343,16 @@ class QueueShell:
         self.core.forget_below(floor)
         if self._cache and floor > self._cache_last:
             self._cache = {}  # every cached record is settled
-        bases = self.log.segment_base_offsets()
-        if len(bases) > 1 and bases[1] <= floor and not self._reclaiming:
+        self.reclaim_settled()
+
+    def reclaim_settled(self) -> None:
+        """Delete the segments that are settled and beyond retention (see `retention`)."""
+        if self._reclaiming or self.closed:
+            return
+        summaries = [SegmentSummary(*s) for s in self.log.segment_summaries()]
+        floor = reclaim_floor(summaries, self.cursor.ack_floor, int(time.time() * 1000),
+                              self.settings.retention)
+        if floor > self.log.log_start_offset:
             self._reclaiming = True
             self._in_background(self._reclaim(floor))
 
@@ -372,6 +389,28 @@ class QueueShell:
         write_file_atomically(self._fs, os.path.join(self.directory, "delivery-mark"), data)
 
     # ------------------------------------------------------------------ reads
+
+    @property
+    def readable_end(self) -> int:
+        """One past the last message readers may see (written, in offset order)."""
+        return self.core.next_offset
+
+    def read_log(self, offset: int, max_bytes: int) -> list[LogRecord]:
+        """Records from `offset` (settled ones too, while retention keeps them), non-destructively.
+
+        An offset below the log's start reads from the start; [start, readable_end) is
+        what exists.
+        """
+        offset = max(offset, self.log.log_start_offset)
+        end = self.readable_end
+        if offset >= end:
+            return []
+        return [r for r in self.log.read(offset, max_bytes) if r.offset < end]
+
+    def _count_delivery(self, redelivered: bool) -> None:
+        self.counters.delivered += 1
+        if redelivered:
+            self.counters.redelivered += 1
 
     def message_at(self, offset: int) -> Message:
         record = self._cache.get(offset)

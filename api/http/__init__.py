@@ -1,0 +1,1 @@
+"""REST and WebSocket access (FastAPI on uvicorn, inside the broker's event loop)."""

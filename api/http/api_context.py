@@ -1,0 +1,41 @@
+"""What every route needs: the broker, the node's description, leases and rates."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from fastapi import Request
+
+from api.http.leases import LeaseTable
+from api.http.rates import RateSampler
+from logbroker.broker import Broker
+
+HTTP_CONNECTION_ID = "http"  # REST calls share one pseudo-connection (no exclusive queues)
+
+
+@dataclass(frozen=True)
+class Listeners:
+    amqp_port: int
+    http_port: int
+    host: str = "127.0.0.1"
+
+
+@dataclass
+class ApiContext:
+    broker: Broker
+    listeners: Listeners
+    started_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    leases: LeaseTable = field(default_factory=LeaseTable)
+    rates: RateSampler = field(default_factory=RateSampler)
+    max_body_bytes: int = 64 * 1024 * 1024
+    connection_id: str = HTTP_CONNECTION_ID
+
+    @property
+    def node_name(self) -> str:
+        return self.broker.config.node_name
+
+
+async def api_context(request: Request) -> ApiContext:
+    context: ApiContext = request.app.state.context
+    return context

@@ -1,0 +1,40 @@
+"""The FastAPI app: RabbitMQ-shaped management paths, data-plane paths, WebSocket, metrics."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from api.http.api_context import ApiContext
+from api.http.body_limit import BodyLimitMiddleware
+from api.http.http_errors import install_error_handlers
+from api.http.path_names import EncodedSlashMiddleware
+from api.http.routes import (
+    access,
+    bindings,
+    data_plane,
+    definitions,
+    exchanges,
+    metrics,
+    overview,
+    policies,
+    queues,
+    replay,
+    websocket,
+)
+
+
+def create_app(context: ApiContext) -> FastAPI:
+    app = FastAPI(
+        title="logbroker",
+        version="0.1.0",
+        description="Management (shaped like RabbitMQ's HTTP API), data plane, replay, "
+                    "WebSocket at /ws and Prometheus metrics at /metrics.",
+    )
+    app.state.context = context
+    install_error_handlers(app)
+    for module in (overview, access, exchanges, queues, bindings, policies, definitions,
+                   data_plane, replay, metrics, websocket):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=context.max_body_bytes)
+    app.add_middleware(EncodedSlashMiddleware)
+    return app

@@ -1,0 +1,80 @@
+"""How refusals become HTTP answers: always a JSON body, never a 500 for a client mistake.
+
+RabbitMQ's management API answers `{"error": ..., "reason": ...}`; we keep that
+shape and add `field` for schema violations, so a client can tell which input
+was wrong.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from logbroker.errors import BrokerError
+
+# AMQP reply code -> HTTP status.
+_STATUS_OF_REPLY = {
+    403: 403,  # ACCESS_REFUSED
+    404: 404,  # NOT_FOUND
+    405: 409,  # RESOURCE_LOCKED: exclusive queue of another connection
+    406: 400,  # PRECONDITION_FAILED: inequivalent arguments, invalid values
+    530: 403,  # NOT_ALLOWED: vhost access refused
+    540: 501,  # NOT_IMPLEMENTED
+    311: 413,  # CONTENT_TOO_LARGE
+}
+_ERROR_OF_STATUS = {400: "bad_request", 401: "not_authorised", 403: "access_refused",
+                    404: "not_found", 405: "method_not_allowed", 409: "resource_locked",
+                    413: "payload_too_large", 501: "not_implemented", 503: "unavailable"}
+
+
+class ApiError(Exception):
+    """A refusal with an HTTP status; `field` names the offending input."""
+
+    def __init__(self, status: int, reason: str, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.field = field
+        self.headers = headers
+
+
+def error_body(status: int, reason: str, field: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": _ERROR_OF_STATUS.get(status, "error"), "reason": reason}
+    if field is not None:
+        body["field"] = field
+    return body
+
+
+def status_of(error: BrokerError) -> int:
+    return _STATUS_OF_REPLY.get(error.reply_code, 400)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_request: Request, error: ApiError) -> JSONResponse:
+        return JSONResponse(error_body(error.status, error.reason, error.field),
+                            status_code=error.status, headers=error.headers)
+
+    @app.exception_handler(BrokerError)
+    async def broker_error(_request: Request, error: BrokerError) -> JSONResponse:
+        status = status_of(error)
+        return JSONResponse(error_body(status, error.text), status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, error: RequestValidationError) -> JSONResponse:
+        problems = error.errors()
+        first = problems[0] if problems else {}
+        location = [str(part) for part in first.get("loc", ()) if part != "body"]
+        field = ".".join(location) or "body"
+        reason = f"{field}: {first.get('msg', 'invalid input')}"
+        return JSONResponse(error_body(400, reason, field), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, error: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(error_body(error.status_code, str(error.detail)),
+                            status_code=error.status_code, headers=error.headers)

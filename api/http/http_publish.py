@@ -1,0 +1,73 @@
+"""Publishing from REST and WebSocket: the AMQP basic.publish checks, then the broker's path.
+
+`publish_one` answers once the message is confirmed (durable in every queue it
+was routed to) or nacked; several calls run concurrently, and the order in
+which they are started is the order the messages enter each queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from api.http.http_errors import ApiError
+from api.http.message_codec import decode_payload, properties_from_json
+from logbroker.broker import Broker
+from logbroker.broker_config import Session
+from logbroker.errors import BrokerError
+from logbroker.message import Message
+from logbroker.publish_checks import check_publish
+
+DEFAULT_EXCHANGE_NAMES = ("", "amq.default")
+
+
+@dataclass(frozen=True)
+class PublishOutcome:
+    routed: bool
+    confirmed: bool
+    reason: str = ""
+
+
+def exchange_name(name: str) -> str:
+    return "" if name == "amq.default" else name
+
+
+def build_message(broker: Broker, session: Session, exchange: str, item: Mapping[str, Any],
+                  field: str = "") -> Message:
+    """Check one publish request (RabbitMQ's JSON shape) and make its message."""
+    prefix = f"{field}." if field else ""
+    routing_key = item.get("routing_key", "")
+    if not isinstance(routing_key, str) or len(routing_key.encode()) > 255:
+        raise ApiError(400, "routing_key must be a string of at most 255 bytes",
+                       f"{prefix}routing_key")
+    payload = item.get("payload", "")
+    if not isinstance(payload, str):
+        raise ApiError(400, "payload must be a string", f"{prefix}payload")
+    encoding = item.get("payload_encoding", "string")
+    body = decode_payload(payload, encoding if isinstance(encoding, str) else "",
+                          f"{prefix}payload")
+    raw_properties = item.get("properties") or {}
+    if not isinstance(raw_properties, dict):
+        raise ApiError(400, "properties must be an object", f"{prefix}properties")
+    properties = properties_from_json(raw_properties, f"{prefix}properties")
+    check_publish(broker, session, exchange, properties, len(body))
+    return Message(exchange, routing_key, body, properties)
+
+
+def check_not_blocked(broker: Broker) -> None:
+    alarms = broker.resources.alarms
+    if alarms.active:
+        raise ApiError(503, f"publishing is blocked by a resource alarm: {alarms.reason}")
+
+
+async def publish_one(broker: Broker, vhost: str, message: Message) -> PublishOutcome:
+    try:
+        result = await broker.publisher.publish(vhost, message)
+    except BrokerError as error:
+        return PublishOutcome(False, False, error.text)
+    except OSError as error:
+        return PublishOutcome(False, False, f"storage error: {error}")
+    if not result.confirmed:
+        return PublishOutcome(result.routed, False, "rejected by a queue (x-overflow)")
+    return PublishOutcome(result.routed, True)

@@ -1,0 +1,1 @@
+"""The app's route groups, one module per resource."""

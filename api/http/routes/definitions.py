@@ -1,0 +1,43 @@
+"""/api/definitions: export and import in RabbitMQ's definitions JSON format."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Response
+
+from api.http.api_context import ApiContext, api_context
+from api.http.auth import Principal, admin_user
+from api.http.http_errors import ApiError
+from logbroker.definitions_document import (
+    DefinitionsError,
+    export_definitions,
+    import_commands,
+)
+from logbroker.errors import BrokerError
+
+router = APIRouter(tags=["definitions"])
+Context = Depends(api_context)
+Admin = Depends(admin_user)
+
+
+@router.get("/api/definitions")
+async def get_definitions(ctx: ApiContext = Context, _who: Principal = Admin) -> dict[str, Any]:
+    return export_definitions(ctx.broker.state)
+
+
+@router.post("/api/definitions", status_code=204)
+async def post_definitions(document: dict[str, Any] = Body(...), ctx: ApiContext = Context,  # noqa: B008
+                     _who: Principal = Admin) -> Response:
+    """Import: declares everything the document names (additive, like RabbitMQ's import)."""
+    try:
+        commands = import_commands(document)
+    except DefinitionsError as error:
+        raise ApiError(400, str(error), "body") from error
+    for command in commands:
+        try:
+            ctx.broker.apply(command)
+        except BrokerError as error:
+            raise ApiError(400, f"{type(command).__name__} {getattr(command, 'name', '')}: "
+                                f"{error.text}") from error
+    return Response(status_code=204)

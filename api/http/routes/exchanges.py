@@ -1,0 +1,115 @@
+"""/api/exchanges: list, declare, delete, and RabbitMQ's publish."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import BaseModel, Field
+
+from api.http.api_context import ApiContext, api_context
+from api.http.auth import Principal, management_user, session, visible_vhost, visible_vhosts
+from api.http.http_errors import ApiError
+from api.http.http_publish import (
+    build_message,
+    check_not_blocked,
+    exchange_name,
+    publish_one,
+)
+from api.http.path_names import path_name
+from api.http.views import exchange_view
+from logbroker import definitions
+
+router = APIRouter(tags=["exchanges"])
+Context = Depends(api_context)
+Management = Depends(management_user)
+
+
+class ExchangeBody(BaseModel):
+    type: str = "direct"
+    durable: bool = True
+    auto_delete: bool = False
+    internal: bool = False
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class PublishBody(BaseModel):
+    routing_key: str = ""
+    payload: str = ""
+    payload_encoding: str = "string"
+    properties: dict[str, Any] = Field(default_factory=dict)
+
+
+def _views(ctx: ApiContext, vhosts: list[str]) -> list[dict[str, Any]]:
+    state = ctx.broker.state
+    return [exchange_view(record, state.effective_policy(vhost, "exchange", record.name))
+            for vhost in vhosts for record in state.exchanges(vhost)]
+
+
+@router.get("/api/exchanges")
+async def list_exchanges(ctx: ApiContext = Context, who: Principal = Management
+                   ) -> list[dict[str, Any]]:
+    return _views(ctx, visible_vhosts(ctx, who))
+
+
+@router.get("/api/exchanges/{vhost}")
+async def list_vhost_exchanges(vhost: str, ctx: ApiContext = Context, who: Principal = Management
+                         ) -> list[dict[str, Any]]:
+    visible_vhost(ctx, who, path_name(vhost))
+    return _views(ctx, [path_name(vhost)])
+
+
+@router.get("/api/exchanges/{vhost}/{name}")
+async def get_exchange(vhost: str, name: str, ctx: ApiContext = Context,
+                 who: Principal = Management) -> dict[str, Any]:
+    vhost_name, exchange = path_name(vhost), exchange_name(path_name(name))
+    visible_vhost(ctx, who, vhost_name)
+    record = ctx.broker.state.exchange(vhost_name, exchange)
+    if record is None:
+        raise ApiError(404, f"no exchange '{exchange}' in vhost '{vhost_name}'")
+    return exchange_view(record, ctx.broker.state.effective_policy(vhost_name, "exchange",
+                                                                   exchange))
+
+
+@router.put("/api/exchanges/{vhost}/{name}", status_code=201, responses={204: {}})
+async def put_exchange(vhost: str, name: str, body: ExchangeBody, ctx: ApiContext = Context,
+                 who: Principal = Management) -> Response:
+    vhost_name, exchange = path_name(vhost), exchange_name(path_name(name))
+    who_session = session(ctx, who, vhost_name)
+    if not exchange:
+        raise ApiError(403, "the default exchange cannot be declared")
+    existed = ctx.broker.state.exchange(vhost_name, exchange) is not None
+    definitions.declare_exchange(ctx.broker, who_session, exchange, body.type,
+                                 durable=body.durable, auto_delete=body.auto_delete,
+                                 internal=body.internal, arguments=body.arguments)
+    return Response(status_code=204 if existed else 201)
+
+
+@router.delete("/api/exchanges/{vhost}/{name}", status_code=204)
+async def delete_exchange(vhost: str, name: str, ctx: ApiContext = Context,
+                    who: Principal = Management,
+                    if_unused: bool = Query(False, alias="if-unused")) -> Response:
+    vhost_name, exchange = path_name(vhost), exchange_name(path_name(name))
+    who_session = session(ctx, who, vhost_name)
+    if not exchange or exchange.startswith("amq."):
+        raise ApiError(403, f"exchange '{exchange or 'amq.default'}' cannot be deleted")
+    if ctx.broker.state.exchange(vhost_name, exchange) is None:
+        raise ApiError(404, f"no exchange '{exchange}' in vhost '{vhost_name}'")
+    definitions.delete_exchange(ctx.broker, who_session, exchange, if_unused)
+    return Response(status_code=204)
+
+
+@router.post("/api/exchanges/{vhost}/{name}/publish")
+async def publish(vhost: str, name: str, body: PublishBody, ctx: ApiContext = Context,
+                  who: Principal = Management) -> dict[str, Any]:
+    """RabbitMQ's publish: answers once the message is confirmed (`routed` says if it went
+    anywhere); a queue refusing it (x-overflow reject-publish) answers `confirmed: false`."""
+    vhost_name, exchange = path_name(vhost), exchange_name(path_name(name))
+    who_session = session(ctx, who, vhost_name)
+    check_not_blocked(ctx.broker)
+    message = build_message(ctx.broker, who_session, exchange, body.model_dump())
+    outcome = await publish_one(ctx.broker, vhost_name, message)
+    answer: dict[str, Any] = {"routed": outcome.routed, "confirmed": outcome.confirmed}
+    if outcome.reason:
+        answer["reason"] = outcome.reason
+    return answer

@@ -1,0 +1,116 @@
+"""/api/overview, /api/nodes, /api/connections, /api/consumers, /api/whoami."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from api.http.api_context import ApiContext, api_context
+from api.http.auth import Principal, management_user, monitoring_user, visible_vhosts
+from api.http.http_errors import ApiError
+from api.http.path_names import path_name
+from api.http.views import connection_view
+
+router = APIRouter(tags=["overview"])
+Context = Depends(api_context)
+Management = Depends(management_user)
+Monitoring = Depends(monitoring_user)
+
+
+@router.get("/api/overview")
+async def get_overview(ctx: ApiContext = Context, who: Principal = Management) -> dict[str, Any]:
+    broker = ctx.broker
+    vhosts = visible_vhosts(ctx, who)
+    shells = [shell for vhost in vhosts for shell in broker.queues_of(vhost)]
+    ready = sum(s.core.message_count for s in shells)
+    unacked = sum(s.core.unacked_count for s in shells)
+    return {
+        "product_name": "logbroker", "product_version": "0.1.0",
+        "management_version": "0.1.0", "rabbitmq_version": "3.13.0-logbroker",
+        "cluster_name": ctx.node_name, "node": ctx.node_name,
+        "erlang_version": f"python {platform.python_version()}",
+        "listeners": [
+            {"node": ctx.node_name, "protocol": "amqp", "ip_address": ctx.listeners.host,
+             "port": ctx.listeners.amqp_port},
+            {"node": ctx.node_name, "protocol": "http", "ip_address": ctx.listeners.host,
+             "port": ctx.listeners.http_port},
+        ],
+        "queue_totals": {"messages": ready + unacked, "messages_ready": ready,
+                         "messages_unacknowledged": unacked},
+        "object_totals": {
+            "queues": len(shells),
+            "exchanges": sum(len(broker.state.exchanges(v)) for v in vhosts),
+            "connections": len(broker.connections),
+            "consumers": sum(s.core.consumer_count for s in shells),
+            "channels": sum(c.channels for c in broker.connections.all()),
+        },
+        "message_stats": {
+            "publish": sum(s.counters.published for s in shells),
+            "deliver_get": sum(s.counters.delivered for s in shells),
+            "ack": sum(s.counters.acked for s in shells),
+        },
+    }
+
+
+def _node_view(ctx: ApiContext) -> dict[str, Any]:
+    resources = ctx.broker.resources
+    alarms = resources.alarms
+    return {
+        "name": ctx.node_name, "type": "disc", "running": True, "being_drained": False,
+        "uptime": int(time.time() * 1000) - ctx.started_at_ms,
+        "os_pid": str(os.getpid()), "processors": os.cpu_count() or 1,
+        "mem_alarm": "memory" in alarms.active, "disk_free_alarm": "disk" in alarms.active,
+        "mem_limit": alarms.watermarks.memory_high_bytes,
+        "disk_free_limit": alarms.watermarks.disk_free_limit_bytes,
+        "data_dir": ctx.broker.config.data_dir,
+    }
+
+
+@router.get("/api/nodes")
+async def get_nodes(ctx: ApiContext = Context, _who: Principal = Monitoring
+                      ) -> list[dict[str, Any]]:
+    return [_node_view(ctx)]
+
+
+@router.get("/api/nodes/{name}")
+async def get_node(name: str, ctx: ApiContext = Context, _who: Principal = Monitoring
+             ) -> dict[str, Any]:
+    if path_name(name) != ctx.node_name:
+        raise ApiError(404, f"node '{path_name(name)}' not found")
+    return _node_view(ctx)
+
+
+@router.get("/api/connections")
+async def get_connections(ctx: ApiContext = Context, who: Principal = Management
+                    ) -> list[dict[str, Any]]:
+    return [connection_view(ctx, info) for info in ctx.broker.connections.all()
+            if who.sees_all_vhosts or info.user == who.user]
+
+
+@router.get("/api/consumers")
+async def get_consumers(ctx: ApiContext = Context, who: Principal = Management
+                  ) -> list[dict[str, Any]]:
+    out = []
+    for vhost in visible_vhosts(ctx, who):
+        for shell in ctx.broker.queues_of(vhost):
+            for tag in shell.consumer_tags():
+                consumer = shell.core.roster.get(tag)
+                if consumer is None:
+                    continue
+                out.append({
+                    "consumer_tag": tag, "queue": {"name": shell.name, "vhost": vhost},
+                    "channel_details": {"name": consumer.channel_key},
+                    "ack_required": not consumer.no_ack, "exclusive": consumer.exclusive,
+                    "prefetch_count": consumer.prefetch_count, "active": True,
+                    "arguments": {"x-priority": consumer.priority} if consumer.priority else {},
+                })
+    return out
+
+
+@router.get("/api/whoami")
+async def whoami(who: Principal = Depends(management_user)) -> dict[str, Any]:  # noqa: B008
+    return {"name": who.user, "tags": sorted(who.tags)}

@@ -1,0 +1,132 @@
+"""/api/queues: list, declare, delete, purge, and RabbitMQ's get."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import BaseModel, Field
+
+from api.http.api_context import ApiContext, api_context
+from api.http.auth import Principal, management_user, session, visible_vhost, visible_vhosts
+from api.http.http_errors import ApiError
+from api.http.message_codec import message_json
+from api.http.path_names import path_name
+from api.http.views import queue_view
+from logbroker import consuming, definitions
+
+router = APIRouter(tags=["queues"])
+Context = Depends(api_context)
+Management = Depends(management_user)
+_get_serial = itertools.count(1)
+MAX_GET_COUNT = 10_000
+
+
+class QueueBody(BaseModel):
+    durable: bool = True
+    auto_delete: bool = False
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    node: str | None = None
+
+
+class GetBody(BaseModel):
+    count: int = Field(1, ge=1, le=MAX_GET_COUNT)
+    ackmode: Literal["ack_requeue_true", "ack_requeue_false", "reject_requeue_true",
+                     "reject_requeue_false"] = "ack_requeue_true"
+    encoding: Literal["auto", "base64"] = "auto"
+    truncate: int | None = Field(None, ge=0)
+
+
+def queue_views(ctx: ApiContext, vhosts: list[str]) -> list[dict[str, Any]]:
+    state, broker = ctx.broker.state, ctx.broker
+    return [queue_view(ctx, record, broker.queue(vhost, record.name),
+                       state.effective_policy(vhost, "queue", record.name))
+            for vhost in vhosts for record in state.queues(vhost)]
+
+
+@router.get("/api/queues")
+async def list_queues(ctx: ApiContext = Context, who: Principal = Management
+                      ) -> list[dict[str, Any]]:
+    return queue_views(ctx, visible_vhosts(ctx, who))
+
+
+@router.get("/api/queues/{vhost}")
+async def list_vhost_queues(vhost: str, ctx: ApiContext = Context, who: Principal = Management
+                      ) -> list[dict[str, Any]]:
+    visible_vhost(ctx, who, path_name(vhost))
+    return queue_views(ctx, [path_name(vhost)])
+
+
+@router.get("/api/queues/{vhost}/{name}")
+async def get_queue(vhost: str, name: str, ctx: ApiContext = Context, who: Principal = Management
+              ) -> dict[str, Any]:
+    vhost_name, queue = path_name(vhost), path_name(name)
+    visible_vhost(ctx, who, vhost_name)
+    record = ctx.broker.state.queue(vhost_name, queue)
+    if record is None:
+        raise ApiError(404, f"no queue '{queue}' in vhost '{vhost_name}'")
+    return queue_view(ctx, record, ctx.broker.queue(vhost_name, queue),
+                      ctx.broker.state.effective_policy(vhost_name, "queue", queue))
+
+
+@router.put("/api/queues/{vhost}/{name}", status_code=201, responses={204: {}})
+async def put_queue(vhost: str, name: str, body: QueueBody, ctx: ApiContext = Context,
+              who: Principal = Management) -> Response:
+    vhost_name, queue = path_name(vhost), path_name(name)
+    who_session = session(ctx, who, vhost_name)
+    if not queue or len(queue.encode()) > 255:
+        raise ApiError(400, "a queue name must be 1 to 255 bytes", "name")
+    if queue.startswith("amq."):
+        raise ApiError(403, f"queue name '{queue}' contains reserved prefix 'amq.*'")
+    existed = ctx.broker.state.queue(vhost_name, queue) is not None
+    definitions.declare_queue(ctx.broker, who_session, queue, durable=body.durable,
+                              auto_delete=body.auto_delete, arguments=body.arguments)
+    return Response(status_code=204 if existed else 201)
+
+
+@router.delete("/api/queues/{vhost}/{name}", status_code=204)
+async def delete_queue(vhost: str, name: str, ctx: ApiContext = Context,
+                 who: Principal = Management,
+                 if_unused: bool = Query(False, alias="if-unused"),
+                 if_empty: bool = Query(False, alias="if-empty")) -> Response:
+    vhost_name, queue = path_name(vhost), path_name(name)
+    who_session = session(ctx, who, vhost_name)
+    definitions.delete_queue(ctx.broker, who_session, queue, if_unused=if_unused,
+                             if_empty=if_empty)
+    return Response(status_code=204)
+
+
+@router.delete("/api/queues/{vhost}/{name}/contents", status_code=204)
+async def purge_queue(vhost: str, name: str, ctx: ApiContext = Context,
+                who: Principal = Management) -> Response:
+    vhost_name, queue = path_name(vhost), path_name(name)
+    definitions.purge_queue(ctx.broker, session(ctx, who, vhost_name), queue)
+    return Response(status_code=204)
+
+
+@router.post("/api/queues/{vhost}/{name}/get")
+async def get_messages(vhost: str, name: str, body: GetBody, ctx: ApiContext = Context,
+                 who: Principal = Management) -> list[dict[str, Any]]:
+    """RabbitMQ's get: take up to `count` messages, then settle them all by `ackmode`
+    (requeued ones come back with redelivered=true, as RabbitMQ does)."""
+    vhost_name, queue = path_name(vhost), path_name(name)
+    who_session = session(ctx, who, vhost_name)
+    channel_key = f"http-get:{next(_get_serial)}"
+    no_ack = body.ackmode == "ack_requeue_false"
+    taken: list[int] = []
+    out: list[dict[str, Any]] = []
+    for _ in range(body.count):
+        found = consuming.get(ctx.broker, who_session, queue, channel_key, no_ack)
+        if found is None:
+            break
+        offset, redelivered, message, left = found
+        taken.append(offset)
+        view = message_json(message, body.encoding, body.truncate)
+        view.update({"redelivered": redelivered, "message_count": left})
+        out.append(view)
+    shell = ctx.broker.queue(vhost_name, queue)
+    if shell is not None and taken and not no_ack:
+        requeue = body.ackmode in ("ack_requeue_true", "reject_requeue_true")
+        shell.reject(taken, requeue=requeue)
+    return out

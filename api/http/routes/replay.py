@@ -1,0 +1,84 @@
+"""Replay: read a queue's log from an offset or a timestamp, non-destructively, in pages.
+
+Like a Kafka fetch or a RabbitMQ stream consumer: the queue's consumers, acks
+and counts are untouched, and settled (acked) messages read back as long as
+the queue's retention keeps their segments. A page answers `next_offset`,
+where the next page starts; `end_offset` is where the log ends now.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import JSONResponse
+
+from api.http.api_context import ApiContext, api_context
+from api.http.auth import Principal, principal, session
+from api.http.http_errors import ApiError
+from api.http.message_codec import record_json
+from api.http.path_names import path_name
+from logbroker.queue.queue_shell import QueueShell
+
+router = APIRouter(tags=["replay"])
+Context = Depends(api_context)
+Authenticated = Depends(principal)
+MAX_PAGE_BYTES = 16 << 20
+MAX_PAGE_MESSAGES = 100_000
+
+
+def replay_shell(ctx: ApiContext, who: Principal, vhost: str, queue: str) -> QueueShell:
+    who_session = session(ctx, who, vhost)
+    ctx.broker.check(who_session, "queue", queue, "read")
+    shell = ctx.broker.queue(vhost, queue)
+    if shell is None:
+        raise ApiError(404, f"no queue '{queue}' in vhost '{vhost}'")
+    return shell
+
+
+def start_offset(shell: QueueShell, from_offset: int | None, from_timestamp: int | None) -> int:
+    if from_offset is not None and from_timestamp is not None:
+        raise ApiError(400, "give from_offset or from_timestamp, not both", "from_timestamp")
+    if from_timestamp is not None:
+        return shell.log.offset_for_timestamp(from_timestamp)
+    return max(from_offset or 0, shell.log.log_start_offset)
+
+
+def read_page(shell: QueueShell, offset: int, to_offset: int | None, max_messages: int,
+              max_bytes: int, encoding: str) -> tuple[list[dict[str, Any]], int]:
+    """Up to `max_messages` / about `max_bytes` of records from `offset`: (records, next)."""
+    end = shell.readable_end if to_offset is None else min(to_offset, shell.readable_end)
+    out: list[dict[str, Any]] = []
+    size = 0
+    while offset < end and len(out) < max_messages and size < max_bytes:
+        records = shell.read_log(offset, max_bytes - size)
+        if not records:
+            break
+        for record in records:
+            if record.offset >= end or len(out) >= max_messages:
+                break
+            out.append(record_json(record, encoding))
+            size += len(record.value)
+            offset = record.offset + 1
+        else:
+            continue
+        break
+    return out, offset
+
+
+@router.get("/api/queues/{vhost}/{name}/messages")
+async def replay(vhost: str, name: str, ctx: ApiContext = Context, who: Principal = Authenticated,
+           from_offset: int | None = Query(None, ge=0, lt=2**63),
+           from_timestamp: int | None = Query(None, ge=0, lt=2**63,
+                                              description="milliseconds since the epoch"),
+           to_offset: int | None = Query(None, ge=0, lt=2**63, description="exclusive"),
+           max_messages: int = Query(1000, ge=1, le=MAX_PAGE_MESSAGES),
+           max_bytes: int = Query(1 << 20, ge=1, le=MAX_PAGE_BYTES),
+           encoding: str = Query("auto", pattern="^(auto|base64)$")) -> JSONResponse:
+    shell = replay_shell(ctx, who, path_name(vhost), path_name(name))
+    offset = start_offset(shell, from_offset, from_timestamp)
+    messages, next_offset = read_page(shell, offset, to_offset, max_messages, max_bytes,
+                                      encoding)
+    return JSONResponse({"messages": messages, "next_offset": next_offset,
+                         "first_offset": shell.log.log_start_offset,
+                         "end_offset": shell.readable_end})

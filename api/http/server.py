@@ -1,0 +1,87 @@
+"""Serve the HTTP app with uvicorn inside the broker's own event loop.
+
+We bind the socket ourselves so a busy port is an `OSError` here (uvicorn
+would `sys.exit`), and keep uvicorn away from signal handlers: the broker's
+composition root owns SIGTERM and stops us through `stop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Iterator
+
+import uvicorn
+
+from api.http.api_context import ApiContext
+from api.http.app import create_app
+from api.http.rates import SAMPLE_INTERVAL_S
+from api.http.routes.data_plane import expire_leases
+
+logger = logging.getLogger(__name__)
+LEASE_POLL_S = 0.1
+
+
+class _EmbeddedServer(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class HttpServer:
+    def __init__(self, context: ApiContext, host: str, port: int) -> None:
+        self.context = context
+        self._sock = socket.create_server((host, port), reuse_port=False)
+        self.port = self._sock.getsockname()[1]
+        config = uvicorn.Config(create_app(context), lifespan="off", log_level="warning",
+                                access_log=False, ws="websockets", ws_max_size=16 << 20,
+                                timeout_graceful_shutdown=2, ws_ping_interval=20)
+        self._server = _EmbeddedServer(config)
+        self._task: asyncio.Task[None] | None = None
+        self._timers: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        self._task = asyncio.ensure_future(self._server.serve(sockets=[self._sock]))
+        self._timers = [asyncio.ensure_future(self._sample_rates()),
+                        asyncio.ensure_future(self._expire_leases())]
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()  # raises why it could not start
+                raise RuntimeError("the HTTP server stopped while starting")
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._sock.close()
+
+    async def _sample_rates(self) -> None:
+        broker = self.context.broker
+        while True:
+            shells = [shell for vhost in broker.state.vhosts()
+                      for shell in broker.queues_of(vhost.name)]
+            self.context.rates.sample(int(time.time() * 1000), [
+                (f"{s.settings.vhost}\0{s.name}", vars(s.counters)) for s in shells])
+            await asyncio.sleep(SAMPLE_INTERVAL_S)
+
+    async def _expire_leases(self) -> None:
+        """Requeue REST leases whose visibility timeout passed (redelivered=true)."""
+        while True:
+            expire_leases(self.context, int(time.time() * 1000))
+            deadline = self.context.leases.next_deadline_ms()
+            wait_s = LEASE_POLL_S if deadline is None else (deadline - time.time() * 1000) / 1000
+            await asyncio.sleep(min(max(wait_s, 0.005), LEASE_POLL_S))
+
+
+async def start_http_server(context: ApiContext, host: str, port: int) -> HttpServer:
+    server = HttpServer(context, host, port)
+    await server.start()
+    logger.info("HTTP API on %s:%d (docs at /docs)", host, server.port)
+    return server

@@ -1,0 +1,35 @@
+"""What a queue has done since it was opened, for rates and metrics, and who waits for appends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+
+@dataclass
+class QueueCounters:
+    published: int = 0
+    delivered: int = 0  # to consumers and basic.get / REST get, redeliveries included
+    redelivered: int = 0
+    acked: int = 0
+
+
+class AppendWaiters:
+    """Lets readers that follow a queue's log (replay --follow) sleep until it grows."""
+
+    def __init__(self) -> None:
+        self._grown: asyncio.Event | None = None
+
+    def notify(self) -> None:
+        if self._grown is not None:
+            self._grown.set()
+            self._grown = None
+
+    async def wait(self, timeout_s: float) -> None:
+        """Return when the log grows, or after `timeout_s` (the caller re-checks either way)."""
+        if self._grown is None:
+            self._grown = asyncio.Event()
+        grown = self._grown
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(grown.wait(), timeout_s)
