@@ -21,13 +21,13 @@ messages may have been delivered: only those come back `redelivered`.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from logbroker.message import Message, expiry_ms
 from logbroker.queue.consumers import Consumer
+from logbroker.queue.delivery_mark import DeliveryMark
 from logbroker.queue.delivery_sink import DeliverySink
 from logbroker.queue.effects import (
     DeadLetter,
@@ -39,21 +39,20 @@ from logbroker.queue.effects import (
 )
 from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta
 from logbroker.queue.queue_core import Admission, QueueCore
-from logbroker.queue.queue_recovery import read_delivery_mark, recovered_metas
+from logbroker.queue.queue_recovery import recovered_metas
 from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_stats import AppendWaiters, QueueCounters
+from logbroker.queue.record_cache import RecordCache
 from logbroker.queue.retention import SegmentSummary, reclaim_floor
 from segments.cursor_log import CursorLog
-from segments.filesystem import FileSystem, write_file_atomically
+from segments.filesystem import FileSystem
 from segments.group_commit import FsyncPolicy, GroupCommitter
 from segments.log import AppendResult, Log, delete_detached
 from segments.record_batch import LogRecord, Record
 
 __all__ = ["DeliverySink", "QueueSettings", "QueueShell"]
 
-DELIVERY_MARK_STEP = 4096
 CURSOR_FSYNC = FsyncPolicy.parse("interval:200")
-READ_AHEAD_BYTES = 256 * 1024
 
 
 DeadLetterCallback = Callable[["QueueShell", Message, DeadLetterReason], Awaitable[None]]
@@ -67,7 +66,7 @@ def _now_ms() -> int:
 class QueueShell:
     def __init__(
         self, settings: QueueSettings, fs: FileSystem, directory: str, log: Log,
-        cursor: CursorLog, core: QueueCore, delivery_mark: int,
+        cursor: CursorLog, core: QueueCore, delivery_mark: DeliveryMark,
     ) -> None:
         self.settings = settings
         self._fs = fs
@@ -83,10 +82,8 @@ class QueueShell:
         self._appended: dict[int, MessageMeta] = {}
         self._admitted = 0  # admitted publishes not yet ready (see admit)
         self._admitted_bytes = 0
-        self._cache: dict[int, LogRecord] = {}
-        self._cache_last = -1
+        self._records = RecordCache(log)
         self._delivery_mark = delivery_mark
-        self._delivered_below = 0  # exact: one past the highest offset delivered
         self._pump_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._effect_chain: asyncio.Future[None] | None = None
@@ -112,7 +109,7 @@ class QueueShell:
         fs.makedirs(directory)
         log = Log.open(fs, os.path.join(directory, "log"))
         cursor = CursorLog.open(fs, os.path.join(directory, "cursor"))
-        mark = read_delivery_mark(fs, os.path.join(directory, "delivery-mark"))
+        mark = DeliveryMark.open(fs, directory, log.next_offset)
         # Acks can reach the disk before the records they ack (transient messages are
         # delivered once written, not synced): none may outlive the log's end.
         cursor.forget_from(log.next_offset)
@@ -123,13 +120,11 @@ class QueueShell:
             cursor.sync()
         core = QueueCore.recover(
             settings.limits, ack_floor=ack_floor, next_offset=log.next_offset,
-            acked=cursor.acked.ranges(), metas=metas, delivered_below=mark,
+            acked=cursor.acked.ranges(), metas=metas, delivered_below=mark.persisted,
             max_priority=settings.max_priority,
             single_active_consumer=settings.single_active_consumer, now_ms=_now_ms(),
         )
-        shell = cls(settings, fs, directory, log, cursor, core, mark)
-        shell._delivered_below = min(mark, log.next_offset)
-        return shell
+        return cls(settings, fs, directory, log, cursor, core, mark)
 
     # --------------------------------------------------------------- publish
 
@@ -247,7 +242,7 @@ class QueueShell:
         effects = self.core.get(channel_key, no_ack, self.clock())
         for effect in effects:
             if isinstance(effect, Deliver):
-                self._advance_delivery_mark(effect.offset)
+                self._delivery_mark.delivered(effect.offset)
                 self._count_delivery(effect.redelivered)
                 found = (effect.offset, effect.redelivered, self.message_at(effect.offset))
         self._run([e for e in effects if not isinstance(e, Deliver)])
@@ -323,7 +318,7 @@ class QueueShell:
 
     def _carry_out_one(self, effect: Effect) -> None:
         if isinstance(effect, Deliver):
-            self._advance_delivery_mark(effect.offset)
+            self._delivery_mark.delivered(effect.offset)
             self._count_delivery(effect.redelivered)
             sink = self._sinks.get(effect.consumer_tag or "")
             if sink is not None:
@@ -341,8 +336,7 @@ class QueueShell:
             return
         floor = self.cursor.ack_floor
         self.core.forget_below(floor)
-        if self._cache and floor > self._cache_last:
-            self._cache = {}  # every cached record is settled
+        self._records.settled_below(floor)
         self.reclaim_settled()
 
     def reclaim_settled(self) -> None:
@@ -375,19 +369,6 @@ class QueueShell:
         finally:
             self._reclaiming = False
 
-    def _advance_delivery_mark(self, offset: int) -> None:
-        self._delivered_below = max(self._delivered_below, offset + 1)
-        if offset < self._delivery_mark:
-            return
-        # Persist a mark ahead of the delivery, in steps: a crash then flags at most
-        # a step's worth of never-delivered messages as redelivered.
-        self._write_mark(offset + DELIVERY_MARK_STEP)
-
-    def _write_mark(self, mark: int) -> None:
-        self._delivery_mark = mark
-        data = json.dumps({"delivered_below": mark}).encode()
-        write_file_atomically(self._fs, os.path.join(self.directory, "delivery-mark"), data)
-
     # ------------------------------------------------------------------ reads
 
     @property
@@ -413,13 +394,7 @@ class QueueShell:
             self.counters.redelivered += 1
 
     def message_at(self, offset: int) -> Message:
-        record = self._cache.get(offset)
-        if record is None:
-            records = self.log.read(offset, READ_AHEAD_BYTES)
-            self._cache = {r.offset: r for r in records}
-            self._cache_last = records[-1].offset
-            record = self._cache[offset]
-        return Message.from_record(record)
+        return Message.from_record(self._records.record_at(offset))
 
     # ---------------------------------------------------------------- closing
 
@@ -440,7 +415,6 @@ class QueueShell:
             self._timer.cancel()
         await self._committer.close()
         await self._cursor_committer.close()
-        if self._delivered_below or self._delivery_mark:
-            self._write_mark(self._delivered_below)  # a clean stop knows exactly
+        self._delivery_mark.close()  # a clean stop knows exactly
         self.log.close()
         self.cursor.close()
