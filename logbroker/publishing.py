@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from logbroker.dead_letter import dead_lettered, drop_cycles
@@ -69,6 +69,36 @@ class Publisher:
         if pending:
             await asyncio.gather(*pending)
         return PublishResult(routed=True, confirmed=all(ok for _, ok in started))
+
+    async def publish_batch(self, vhost: str, messages: Sequence[Message]
+                            ) -> list[PublishResult]:
+        """Publish `messages` in order, with one log write per target queue.
+
+        What `publish` does for each, minus a task and a future per message: a
+        REST or WebSocket batch of a hundred messages costs one append per queue.
+        """
+        now_ms = int(time.time() * 1000)
+        per_queue: dict[int, tuple[QueueShell, list[Message]]] = {}
+        routed: list[bool] = []
+        refused: set[int] = set()
+        pending: list[Awaitable[object]] = []
+        for index, message in enumerate(messages):
+            message.timestamp_ms = message.timestamp_ms or now_ms
+            targets = self.route(vhost, message.exchange, message)
+            routed.append(bool(targets))
+            for shell in targets:
+                admission = shell.admit(message)
+                if admission is Admission.ACCEPT:
+                    per_queue.setdefault(id(shell), (shell, []))[1].append(message)
+                    continue
+                refused.add(index)
+                if admission is Admission.REJECT_DEAD_LETTER:
+                    pending.append(self.dead_letter(shell, message, DeadLetterReason.MAXLEN))
+        pending.extend(shell.append_many(batch) for shell, batch in per_queue.values())
+        if pending:
+            await asyncio.gather(*pending)
+        return [PublishResult(routed=routed[i], confirmed=i not in refused)
+                for i in range(len(messages))]
 
     def _start(self, shell: QueueShell, message: Message) -> tuple[Awaitable[object] | None, bool]:
         """Admit `message` to `shell` and start its append now (so call order is log order).

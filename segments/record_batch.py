@@ -266,9 +266,16 @@ def _decode_records(
                 keys[index] = buffer[position : position + length]
                 position += length
     if flags & FLAG_HEADERS:
+        # Records of one batch usually share their headers (same exchange, routing key,
+        # properties): decode each distinct encoding once.
+        decoded: dict[bytes, Headers] = {}
         for index, length in enumerate(header_lengths):
             if length:
-                header_lists[index] = _decode_headers(buffer[position : position + length])
+                encoded = buffer[position : position + length]
+                headers = decoded.get(encoded)
+                if headers is None:
+                    headers = decoded[encoded] = _decode_headers(encoded)
+                header_lists[index] = headers
                 position += length
     if position + sum(value_lengths) != len(buffer):
         raise BatchFormatError("record lengths do not add up to the payload size")

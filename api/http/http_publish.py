@@ -7,7 +7,7 @@ which they are started is the order the messages enter each queue.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,20 @@ def check_not_blocked(broker: Broker) -> None:
     alarms = broker.resources.alarms
     if alarms.active:
         raise ApiError(503, f"publishing is blocked by a resource alarm: {alarms.reason}")
+
+
+async def publish_many(broker: Broker, vhost: str, messages: Sequence[Message]
+                       ) -> list[PublishOutcome]:
+    """Publish in order with one log write per queue; one outcome per message."""
+    try:
+        results = await broker.publisher.publish_batch(vhost, messages)
+    except BrokerError as error:
+        return [PublishOutcome(False, False, error.text)] * len(messages)
+    except OSError as error:
+        return [PublishOutcome(False, False, f"storage error: {error}")] * len(messages)
+    return [PublishOutcome(r.routed, True) if r.confirmed
+            else PublishOutcome(r.routed, False, "rejected by a queue (x-overflow)")
+            for r in results]
 
 
 async def publish_one(broker: Broker, vhost: str, message: Message) -> PublishOutcome:

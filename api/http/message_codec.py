@@ -15,7 +15,7 @@ from typing import Any
 
 from api.http.http_errors import ApiError
 from api.http.views import jsonable
-from logbroker.message import Message, Properties
+from logbroker.message import Message, Properties, decode_properties
 from segments.record_batch import LogRecord
 
 _STRING_PROPERTIES = ("content_type", "content_encoding", "correlation_id", "reply_to",
@@ -116,8 +116,33 @@ def message_json(message: Message, encoding: str = "auto", truncate: int | None 
     }
 
 
+class RecordEncoder:
+    """Log records as replay returns them: offset and timestamp, then the message.
+
+    Replayed records mostly share their properties (one producer, one kind of
+    message): each distinct encoding is decoded once per encoder.
+    """
+
+    def __init__(self, encoding: str = "auto", limit: int = 1024) -> None:
+        self._encoding = encoding
+        self._properties: dict[bytes, dict[str, Any]] = {}
+        self._limit = limit
+
+    def __call__(self, record: LogRecord) -> dict[str, Any]:
+        fields = {name: value or b"" for name, value in record.headers}
+        encoded = fields.get("p", b"")
+        properties = self._properties.get(encoded)
+        if properties is None:
+            properties = properties_to_json(decode_properties(encoded))
+            if len(self._properties) < self._limit:
+                self._properties[encoded] = properties
+        payload, payload_encoding = encode_payload(record.value, self._encoding)
+        return {"offset": record.offset, "timestamp": record.timestamp_ms,
+                "payload_bytes": len(record.value), "exchange": fields.get("e", b"").decode(),
+                "routing_key": fields.get("k", b"").decode(), "properties": properties,
+                "payload": payload, "payload_encoding": payload_encoding}
+
+
 def record_json(record: LogRecord, encoding: str = "auto") -> dict[str, Any]:
-    """A log record as replay returns it: its offset and timestamp, then the message."""
-    out = {"offset": record.offset, "timestamp": record.timestamp_ms}
-    out.update(message_json(Message.from_record(record), encoding))
-    return out
+    """One log record as replay returns it (see `RecordEncoder`)."""
+    return RecordEncoder(encoding)(record)

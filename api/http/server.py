@@ -31,10 +31,31 @@ class _EmbeddedServer(uvicorn.Server):
         yield
 
 
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP listening socket whose protocol is IPPROTO_TCP, not 0.
+
+    asyncio sets TCP_NODELAY only on sockets whose `proto` says TCP; with
+    `socket.create_server` (proto 0) every response whose headers and body go out
+    in two writes would wait out the client's 40 ms delayed ACK (Nagle).
+    """
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP,
+        flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class HttpServer:
     def __init__(self, context: ApiContext, host: str, port: int) -> None:
         self.context = context
-        self._sock = socket.create_server((host, port), reuse_port=False)
+        self._sock = _listening_socket(host, port)
         self.port = self._sock.getsockname()[1]
         config = uvicorn.Config(create_app(context), lifespan="off", log_level="warning",
                                 access_log=False, ws="websockets", ws_max_size=16 << 20,

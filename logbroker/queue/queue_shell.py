@@ -152,28 +152,40 @@ class QueueShell:
         take a written message back; replicated queues keep the high-watermark
         rule (DESIGN.md section 6).
         """
-        expires = expiry_ms(message, self.settings.message_ttl_ms, self.clock())
-        meta = MessageMeta(message.size_bytes, NO_EXPIRY if expires is None else expires,
-                           min(message.properties.priority or 0, 255))
+        return self.append_many([message])
+
+    def append_many(self, messages: Sequence[Message]) -> asyncio.Future[int]:
+        """`append` for several admitted messages at once: one write, one future.
+
+        The future gives the first message's offset; the others follow it.
+        """
+        now = self.clock()
+        metas = []
+        for message in messages:
+            expires = expiry_ms(message, self.settings.message_ttl_ms, now)
+            metas.append(MessageMeta(message.size_bytes,
+                                     NO_EXPIRY if expires is None else expires,
+                                     min(message.properties.priority or 0, 255)))
         # A transient message, or any message in a transient queue, is not lost to a
         # crash it could survive anyway: it is confirmed once written.
-        durable = message.persistent and self.settings.durable
+        durable = self.settings.durable and any(m.persistent for m in messages)
         confirmed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         admitted = True  # counts against reject-publish limits until it is ready
 
         def on_written(result: AppendResult) -> None:
             nonlocal admitted
             admitted = False
-            self._unadmit(message)
+            self._unadmit(messages)
             try:
-                self._make_ready(result.base_offset, meta)
+                for index, meta in enumerate(metas):
+                    self._make_ready(result.base_offset + index, meta)
             except Exception as error:  # a broken invariant must fail the publish
                 if not confirmed.done():
                     confirmed.set_exception(error)
 
         def on_durable(done: asyncio.Future[AppendResult]) -> None:
             if admitted:
-                self._unadmit(message)  # the write itself failed
+                self._unadmit(messages)  # the write itself failed
             if confirmed.done():
                 return
             if done.cancelled() or done.exception() is not None:
@@ -183,9 +195,10 @@ class QueueShell:
 
         try:
             written = self._committer.submit_nowait(
-                [message.to_record()], durable=durable, on_written=on_written)
+                [message.to_record() for message in messages], durable=durable,
+                on_written=on_written)
         except Exception:
-            self._unadmit(message)
+            self._unadmit(messages)
             raise
         written.add_done_callback(on_durable)
         return confirmed
@@ -200,9 +213,10 @@ class QueueShell:
         self.appends.notify()
         self.schedule_pump()
 
-    def _unadmit(self, message: Message) -> None:
-        self._admitted = max(0, self._admitted - 1)
-        self._admitted_bytes = max(0, self._admitted_bytes - message.size_bytes)
+    def _unadmit(self, messages: Sequence[Message]) -> None:
+        self._admitted = max(0, self._admitted - len(messages))
+        self._admitted_bytes = max(
+            0, self._admitted_bytes - sum(m.size_bytes for m in messages))
 
     # ------------------------------------------------------------- consumers
 

@@ -9,7 +9,6 @@ its message back in the queue, redelivered (see `api.http.leases`).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -19,7 +18,7 @@ from pydantic import BaseModel, Field
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, principal, session
 from api.http.http_errors import ApiError
-from api.http.http_publish import build_message, check_not_blocked, exchange_name, publish_one
+from api.http.http_publish import build_message, check_not_blocked, exchange_name, publish_many
 from api.http.leases import Lease
 from api.http.message_codec import message_json
 from api.http.path_names import path_name
@@ -65,8 +64,7 @@ async def publish_batch(vhost: str, name: str, body: BatchBody, ctx: ApiContext 
     messages = [build_message(ctx.broker, who_session, exchange, item.model_dump(),
                               f"messages.{index}")
                 for index, item in enumerate(body.messages)]
-    # Started in order (each append is queued when its task first runs), confirmed together.
-    outcomes = await asyncio.gather(*(publish_one(ctx.broker, vhost_name, m) for m in messages))
+    outcomes = await publish_many(ctx.broker, vhost_name, messages)
     return {"results": [
         {"routed": o.routed, "confirmed": o.confirmed, **({"reason": o.reason} if o.reason else {})}
         for o in outcomes]}

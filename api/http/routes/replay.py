@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, principal, session
 from api.http.http_errors import ApiError
-from api.http.message_codec import record_json
+from api.http.message_codec import RecordEncoder
 from api.http.path_names import path_name
 from logbroker.queue.queue_shell import QueueShell
 
@@ -49,6 +49,7 @@ def read_page(shell: QueueShell, offset: int, to_offset: int | None, max_message
     """Up to `max_messages` / about `max_bytes` of records from `offset`: (records, next)."""
     end = shell.readable_end if to_offset is None else min(to_offset, shell.readable_end)
     out: list[dict[str, Any]] = []
+    to_json = RecordEncoder(encoding)
     size = 0
     while offset < end and len(out) < max_messages and size < max_bytes:
         records = shell.read_log(offset, max_bytes - size)
@@ -57,7 +58,7 @@ def read_page(shell: QueueShell, offset: int, to_offset: int | None, max_message
         for record in records:
             if record.offset >= end or len(out) >= max_messages:
                 break
-            out.append(record_json(record, encoding))
+            out.append(to_json(record))
             size += len(record.value)
             offset = record.offset + 1
         else:
@@ -74,11 +75,44 @@ async def replay(vhost: str, name: str, ctx: ApiContext = Context, who: Principa
            to_offset: int | None = Query(None, ge=0, lt=2**63, description="exclusive"),
            max_messages: int = Query(1000, ge=1, le=MAX_PAGE_MESSAGES),
            max_bytes: int = Query(1 << 20, ge=1, le=MAX_PAGE_BYTES),
-           encoding: str = Query("auto", pattern="^(auto|base64)$")) -> JSONResponse:
+           encoding: str = Query("auto", pattern="^(auto|base64)$"),
+           format: str = Query("json", pattern="^(json|batches)$",
+                               description="batches: the log's record batches, binary")
+           ) -> Response:
     shell = replay_shell(ctx, who, path_name(vhost), path_name(name))
     offset = start_offset(shell, from_offset, from_timestamp)
+    if format == "batches":
+        return batches_page(shell, offset, to_offset, max_bytes)
     messages, next_offset = read_page(shell, offset, to_offset, max_messages, max_bytes,
                                       encoding)
     return JSONResponse({"messages": messages, "next_offset": next_offset,
                          "first_offset": shell.log.log_start_offset,
                          "end_offset": shell.readable_end})
+
+
+BATCHES_MEDIA_TYPE = "application/vnd.logbroker.record-batches"
+
+
+def batches_page(shell: QueueShell, offset: int, to_offset: int | None, max_bytes: int
+                 ) -> Response:
+    """The stored record batches holding [offset, end), as they are on disk (CRC included).
+
+    The fastest way to read a log: no per-record work on the broker. The first
+    batch may start before `offset` and the last run past the end; the client
+    keeps the records in [X-From-Offset, X-Next-Offset).
+    """
+    end = shell.readable_end if to_offset is None else min(to_offset, shell.readable_end)
+    chunks: list[bytes] = []
+    next_offset = offset
+    if offset < end:
+        for batch in shell.log.read_batches(offset, max_bytes):
+            if batch.next_offset > shell.readable_end:
+                break  # not all of it is readable yet
+            chunks.append(batch.data)
+            next_offset = min(batch.next_offset, end)
+            if next_offset >= end:
+                break
+    return Response(b"".join(chunks), media_type=BATCHES_MEDIA_TYPE, headers={
+        "X-From-Offset": str(offset), "X-Next-Offset": str(next_offset),
+        "X-First-Offset": str(shell.log.log_start_offset),
+        "X-End-Offset": str(shell.readable_end)})
