@@ -4,11 +4,15 @@ Theory of operation
 -------------------
 A basic.publish must not hold up reading the connection (the next frames may
 be acks that free a consumer, or more publishes to batch into one fsync), so
-each publish runs as its own task: ``broker.publisher.publish`` routes the
-message, admits it to its queues and submits it to their group committers in
-its first step, then waits until it is durable. Tasks start in the order they
-were created (asyncio runs ready callbacks first in, first out), so the
-routing and appending of a channel's messages keep publish order, and one
+publishes run as tasks. The publishes a channel receives in one loop iteration
+(one socket read holds many) form a batch, started once the iteration's
+frames are handled (``call_soon``) as one task: ``publisher.publish_batch``
+routes each message, admits it to its queues and submits each queue's share
+to its group committer in its first step, then waits until all are durable.
+One task and one log submit per queue per batch instead of per message is
+what lets a confirming publisher go at the disk's pace. Tasks start in the
+order they were created (asyncio runs ready callbacks first in, first out), so
+the routing and appending of a channel's messages keep publish order, and one
 queue's log receives them in that order.
 
 Their *answers* must keep that order too: publisher confirms carry delivery
@@ -50,17 +54,43 @@ logger = logging.getLogger(__name__)
 NO_ROUTE = 312
 
 
+MAX_BATCH = 256  # publishes per batch: bounds the work of one task step
+
+
+@dataclass(slots=True)
+class _Batch:
+    messages: list[Message]
+    size_bytes: int = 0
+    task: asyncio.Future[list[PublishResult]] | None = None  # None until started
+
+    def outcome(self, index: int) -> PublishResult:
+        task = self.task
+        if task is None or task.cancelled() or task.exception() is not None:
+            return PublishResult(routed=True, confirmed=False)
+        return task.result()[index]
+
+
 @dataclass(slots=True)
 class _Entry:
     seq: int  # the confirm's delivery tag; 0 when the channel is not in confirm mode
     message: Message | None
     mandatory: bool
-    task: asyncio.Future[PublishResult] | None  # None: a barrier
+    batch: _Batch | None  # None: answered already (`answer`) or a barrier
+    index: int = 0
+    answer: PublishResult | None = None
     barrier: Callable[[], None] | None = None
 
     @property
     def ready(self) -> bool:
-        return self.task is None or self.task.done()
+        if self.batch is None:
+            return True
+        return self.batch.task is not None and self.batch.task.done()
+
+    def outcome(self) -> PublishResult:
+        if self.batch is not None:
+            return self.batch.outcome(self.index)
+        assert self.answer is not None
+        return self.answer
 
 
 class PublishPipeline:
@@ -74,6 +104,7 @@ class PublishPipeline:
         self._closed = False
         self.confirming = False
         self._next_seq = 1
+        self._open: _Batch | None = None  # publishes of this loop iteration, not started
 
     @property
     def pending(self) -> int:
@@ -88,21 +119,36 @@ class PublishPipeline:
             self._next_seq += 1
         if DirectReplyRegistry.is_reply(message.exchange, message.routing_key):
             # A direct reply-to reply goes straight to its requester: answered at once.
-            done: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
-            done.set_result(PublishResult(self._ctx.direct_reply.route(message), True))
-            self._entries.append(_Entry(seq, message, mandatory, done))
+            self._start_batch()  # earlier publishes keep their place in line
+            answer = PublishResult(self._ctx.direct_reply.route(message), True)
+            self._entries.append(_Entry(seq, message, mandatory, None, answer=answer))
             self._schedule_drain()
             return
         size = len(message.body)
         self._ctx.in_flight.add(size)
-        publish = self._ctx.broker.publisher.publish(self._ctx.session.vhost, message)
-        task = asyncio.ensure_future(publish)
-        task.add_done_callback(functools.partial(self._finished, size))
-        self._entries.append(_Entry(seq, message, mandatory, task))
+        batch = self._open
+        if batch is None:
+            batch = self._open = _Batch([])
+            asyncio.get_running_loop().call_soon(self._start_batch)
+        batch.messages.append(message)
+        batch.size_bytes += size
+        self._entries.append(_Entry(seq, message, mandatory, batch, len(batch.messages) - 1))
+        if len(batch.messages) >= MAX_BATCH:
+            self._start_batch()
+
+    def _start_batch(self) -> None:
+        batch, self._open = self._open, None
+        if batch is None or batch.task is not None:
+            return
+        publish = self._ctx.broker.publisher.publish_batch(self._ctx.session.vhost,
+                                                           batch.messages)
+        batch.task = asyncio.ensure_future(publish)
+        batch.task.add_done_callback(functools.partial(self._finished, batch.size_bytes))
 
     def barrier(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once every publish submitted so far has been answered."""
-        self._entries.append(_Entry(0, None, False, None, callback))
+        self._start_batch()
+        self._entries.append(_Entry(0, None, False, None, barrier=callback))
         self._schedule_drain()
 
     def close(self) -> None:
@@ -110,7 +156,7 @@ class PublishPipeline:
         self._closed = True
         self._entries.clear()
 
-    def _finished(self, size: int, task: asyncio.Future[PublishResult]) -> None:
+    def _finished(self, size: int, task: asyncio.Future[list[PublishResult]]) -> None:
         self._ctx.in_flight.remove(size)
         if not task.cancelled() and (error := task.exception()) is not None:
             # Logged here, not when answered: a closed channel never answers.
@@ -132,8 +178,8 @@ class PublishPipeline:
                 confirms = []
                 entry.barrier()
                 continue
-            assert entry.task is not None and entry.message is not None
-            result = _outcome(entry.task)
+            assert entry.message is not None
+            result = entry.outcome()
             if entry.mandatory and not result.routed:
                 self._send_return(entry.message)
             if entry.seq:
@@ -162,10 +208,3 @@ class PublishPipeline:
             self._ctx.machine.send_method(self._channel, method)
             start = end + 1
 
-
-def _outcome(task: asyncio.Future[PublishResult]) -> PublishResult:
-    if task.cancelled():
-        return PublishResult(routed=True, confirmed=False)
-    if task.exception() is not None:
-        return PublishResult(routed=True, confirmed=False)
-    return task.result()

@@ -103,8 +103,8 @@ class ScriptedPublisher:
     def __init__(self, results: list[PublishResult]) -> None:
         self.results = results
 
-    async def publish(self, _vhost: str, _message: Message) -> PublishResult:
-        return self.results.pop(0)
+    async def publish_batch(self, _vhost: str, messages: list[Message]) -> list[PublishResult]:
+        return [self.results.pop(0) for _ in messages]
 
 
 async def test_confirms_are_coalesced_into_runs_and_returns_come_first(
@@ -133,9 +133,10 @@ async def test_a_barrier_waits_for_the_publishes_before_it(harness: Harness) -> 
     gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     class SlowPublisher:
-        async def publish(self, _vhost: str, _message: Message) -> PublishResult:
+        async def publish_batch(self, _vhost: str, messages: list[Message]
+                                ) -> list[PublishResult]:
             await gate
-            return PublishResult(True, True)
+            return [PublishResult(True, True) for _ in messages]
 
     harness.broker.publisher = SlowPublisher()  # type: ignore[assignment]
     pipeline = PublishPipeline(harness.ctx, 1)
@@ -276,3 +277,32 @@ async def test_an_unused_queue_expires(harness: Harness) -> None:
     method(channel, commands.Queue.Declare(queue="brief", arguments={"x-expires": 50}))
     await asyncio.sleep(0.2)
     assert harness.broker.queue("/", "brief") is None
+
+
+async def test_publishes_of_one_loop_iteration_go_to_the_broker_as_one_batch(
+    harness: Harness,
+) -> None:
+    class CountingPublisher:
+        def __init__(self) -> None:
+            self.batches: list[list[bytes]] = []
+
+        async def publish_batch(self, _vhost: str, messages: list[Message]
+                                ) -> list[PublishResult]:
+            self.batches.append([m.body for m in messages])
+            return [PublishResult(True, True) for _ in messages]
+
+    publisher = CountingPublisher()
+    harness.broker.publisher = publisher  # type: ignore[assignment]
+    pipeline = PublishPipeline(harness.ctx, 1)
+    pipeline.confirming = True
+    for i in range(300):
+        pipeline.submit(Message("", "q", str(i).encode()), mandatory=False)
+    await settle()
+    pipeline.submit(Message("", "q", b"later"), mandatory=False)
+    await settle()
+    # Capped at MAX_BATCH, in publish order; a later iteration starts a new batch.
+    assert [len(batch) for batch in publisher.batches] == [256, 44, 1]
+    assert [b for batch in publisher.batches for b in batch][:3] == [b"0", b"1", b"2"]
+    frames = harness.machine.take()
+    assert frames[-1].name == "Basic.Ack" and frames[-1].delivery_tag == 301
+    assert pipeline.pending == 0
