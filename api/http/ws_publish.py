@@ -1,0 +1,137 @@
+"""The publishes of one WebSocket: run concurrently, answered one frame at a time, in order.
+
+Theory of operation
+-------------------
+Each message of a publish frame is checked first (`build_message`: the same
+checks as REST and AMQP); one that fails is *refused* and will be nacked with
+the reason, the others are published: a batch frame is a transport
+convenience, each message stands alone as an AMQP basic.publish does. The
+accepted messages of a frame are one `publish_many` task (one log append per
+queue for the whole frame), created in frame order: asyncio starts tasks first
+in, first out, so the messages enter each queue's log in the order the client
+sent them, across frames too.
+
+The answer of a frame (its `confirm`, or the `error` of a frame refused as a
+whole because it was malformed) is a task that waits for its own publishes
+*and* for the answer of the frame before it: a chain, so answers leave in the
+order of the frames however the fsyncs interleave.
+
+The socket's reader asks `wait_room` before reading another frame: while
+`MAX_IN_FLIGHT_MESSAGES` messages or `MAX_IN_FLIGHT_FRAMES` frames are
+unanswered it stops reading, and the client's sends back up into TCP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Sequence
+
+from api.http.http_publish import PublishOutcome, publish_many
+from api.http.ws_frames import Frame, Ref
+from api.http.ws_outbox import SMALL_FRAME_BYTES, Outbox
+from logbroker.broker import Broker
+from logbroker.message import Message
+
+logger = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT_MESSAGES = 10_000  # the reader pauses at this many unanswered messages...
+MAX_IN_FLIGHT_FRAMES = 1_000  # ...or frames (one frame may add up to MAX_FRAME_MESSAGES)
+_BYTES_PER_ID = 32
+
+# Answers still running when their socket closed: their publishes go on (the client
+# sent them), and the event loop only holds weak references to tasks.
+_lingering: set[asyncio.Future[None]] = set()
+
+
+def confirm_frame(ids: Sequence[Ref], outcomes: Sequence[PublishOutcome | BaseException]
+                  ) -> Frame:
+    confirmed: list[Ref] = []
+    nacks: list[dict[str, Ref]] = []
+    unroutable: list[Ref] = []
+    for message_id, outcome in zip(ids, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            nacks.append({"id": message_id, "reason": f"internal error: {outcome!r}"})
+        elif not outcome.confirmed:
+            nacks.append({"id": message_id, "reason": outcome.reason})
+        else:
+            confirmed.append(message_id)
+            if not outcome.routed:
+                unroutable.append(message_id)
+    return {"op": "confirm", "ids": confirmed, "nacks": nacks, "unroutable": unroutable}
+
+
+class PublishChain:
+    def __init__(self, broker: Broker, vhost: str, outbox: Outbox) -> None:
+        self._broker = broker
+        self._vhost = vhost
+        self._outbox = outbox
+        self._last: asyncio.Future[None] | None = None  # the latest frame's answer
+        self._messages = 0  # unanswered
+        self._frames = 0
+        self._room = asyncio.Event()
+        self._room.set()
+
+    @property
+    def in_flight(self) -> tuple[int, int]:
+        """(unanswered frames, unanswered messages)"""
+        return self._frames, self._messages
+
+    async def wait_room(self) -> None:
+        while not self._room.is_set():
+            await self._room.wait()
+
+    def submit(self, ids: Sequence[Ref], messages: Sequence[Message | str]) -> None:
+        """Start publishing `messages` now (a str: a message refused, and why); the frame's
+        confirm follows the earlier answers."""
+        accepted = [m for m in messages if isinstance(m, Message)]
+        work = asyncio.ensure_future(publish_many(self._broker, self._vhost, accepted))
+
+        async def outcome() -> Frame:
+            results: list[PublishOutcome | BaseException]
+            try:
+                published = iter(await work)
+                results = [next(published) if isinstance(m, Message)
+                           else PublishOutcome(False, False, m) for m in messages]
+            except Exception as error:  # the whole batch failed in the broker
+                results = [error] * len(messages)
+            return confirm_frame(ids, results)
+
+        self._chain(outcome(), len(messages), _BYTES_PER_ID * len(messages))
+
+    def submit_error(self, frame: Frame) -> None:
+        """A refused publish frame: its error keeps the frame's place among the answers."""
+
+        async def outcome() -> Frame:
+            return frame
+
+        self._chain(outcome(), 0, SMALL_FRAME_BYTES)
+
+    def _chain(self, outcome: Awaitable[Frame], messages: int, size: int) -> None:
+        self._frames += 1
+        self._messages += messages
+        self._update_room()
+        answer = asyncio.ensure_future(self._answer(self._last, outcome, messages, size))
+        self._last = answer
+        _lingering.add(answer)
+        answer.add_done_callback(_lingering.discard)
+
+    async def _answer(self, previous: asyncio.Future[None] | None, outcome: Awaitable[Frame],
+                      messages: int, size: int) -> None:
+        try:
+            frame = await outcome
+            if previous is not None:
+                await asyncio.wait([previous])  # its fate is its own: only its completion counts
+            await self._outbox.send(frame, size)  # a no-op once the socket closed
+        except Exception:
+            logger.exception("WebSocket publish answer failed")
+        finally:
+            self._frames -= 1
+            self._messages -= messages
+            self._update_room()
+
+    def _update_room(self) -> None:
+        if self._frames < MAX_IN_FLIGHT_FRAMES and self._messages < MAX_IN_FLIGHT_MESSAGES:
+            self._room.set()
+        else:
+            self._room.clear()

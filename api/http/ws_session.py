@@ -1,0 +1,330 @@
+"""One WebSocket connection on `/ws`: client frames in, broker calls, frames out.
+
+Theory of operation
+-------------------
+The route authenticates the upgrade and hands the socket to a
+:class:`WsSession`, which plays the part of an AMQP connection with a single
+channel (its ``channel_key`` is the connection id):
+
+* a *reader* task takes one client frame at a time and dispatches it by
+  ``op``; a frame it cannot accept (bad JSON, unknown op, bad field, a
+  refusal from the broker) is answered by an ``error`` frame and the socket
+  stays open;
+* a *writer* task drains the one bounded outbox (:mod:`api.http.ws_outbox`)
+  that every outgoing frame goes through, in order;
+* publishes run concurrently and are answered frame by frame, in order
+  (:mod:`api.http.ws_publish`); the reader stops reading while too many are
+  unanswered or while the outbox is over its high-water mark, so a client
+  that floods or does not read backs up into TCP;
+* the session is the ``DeliverySink`` of its consumers: queues push
+  deliveries synchronously, tagged from one :class:`DeliveryTags` counter per
+  socket; the queue core enforces each consumer's prefetch and the session's
+  ``credit`` carries the outbox's back-pressure;
+* replays are tasks of their own (:mod:`api.http.ws_replay`).
+
+When either task ends (the client left, a send failed) the session closes:
+replays stop, consumers are cancelled and the deliveries left unacked go back
+to their queues, to be redelivered with ``redelivered=true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from fastapi import WebSocket
+
+from api.amqp.channel_tx import Settlement, apply_settlement
+from api.amqp.delivery_tags import DeliveryTags, Unacked, UnknownDeliveryTag
+from api.http.api_context import ApiContext
+from api.http.auth import Principal
+from api.http.http_errors import ApiError, status_of
+from api.http.http_publish import build_message, check_not_blocked, exchange_name
+from api.http.message_codec import message_json
+from api.http.routes.replay import replay_shell, start_offset
+from api.http.ws_frames import (
+    Frame,
+    FrameError,
+    PublishItem,
+    Ref,
+    error_frame,
+    frame_ref,
+    parse_frame,
+    parse_name,
+    parse_publish,
+    parse_replay,
+    parse_settle,
+    parse_subscribe,
+)
+from api.http.ws_outbox import SMALL_FRAME_BYTES, Outbox
+from api.http.ws_publish import PublishChain
+from api.http.ws_replay import Replays, stopped_frame
+from logbroker import consuming
+from logbroker.broker_config import Session
+from logbroker.errors import BrokerError
+from logbroker.message import Message
+from logbroker.queue.queue_shell import QueueShell
+
+__all__ = ["WsSession"]
+
+logger = logging.getLogger(__name__)
+
+MAX_CONSUMERS = 1024  # per socket
+SERVER_ERROR = 1011  # close code when our side failed (a send, the outbox), not the client
+_CLIENT_ERRORS = (FrameError, ApiError, UnknownDeliveryTag, BrokerError)
+Handler = Callable[[Frame], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Consumer:
+    shell: QueueShell
+    no_ack: bool
+
+
+ClientError = FrameError | ApiError | UnknownDeliveryTag | BrokerError
+
+
+def error_of(error: ClientError, ref: Ref) -> Frame:
+    """The `error` frame for a refusal raised while handling a client frame."""
+    if isinstance(error, FrameError):
+        return error_frame(error.status, error.reason,
+                           error.ref if error.ref is not None else ref, error.field)
+    if isinstance(error, ApiError):
+        return error_frame(error.status, error.reason, ref, error.field)
+    if isinstance(error, UnknownDeliveryTag):
+        return error_frame(400, str(error), ref)  # AMQP's 406 PRECONDITION_FAILED
+    return error_frame(status_of(error), error.text, ref)
+
+
+class WsSession:
+    """The broker side of one WebSocket (implements ``DeliverySink``)."""
+
+    def __init__(self, ctx: ApiContext, socket: WebSocket, who: Principal, vhost: str,
+                 connection_id: str) -> None:
+        self._ctx = ctx
+        self._broker = ctx.broker
+        self._socket = socket
+        self._who = who
+        self._session = Session(connection_id, who.user, vhost)
+        self._outbox = Outbox(socket.send_text, self._resume)
+        self._publishes = PublishChain(ctx.broker, vhost, self._outbox)
+        self._replays = Replays(self._outbox)
+        self._tags: DeliveryTags[QueueShell] = DeliveryTags()
+        self._consumers: dict[str, _Consumer] = {}
+        self._queues_used: set[str] = set()  # where unacked deliveries may be left
+        self.closed = False
+        self._client_left = False
+        self._handlers: dict[str, Handler] = {
+            "publish": self._publish, "subscribe": self._subscribe, "ack": self._ack,
+            "nack": self._nack, "reject": self._reject, "cancel": self._cancel,
+            "replay": self._replay, "stop_replay": self._stop_replay,
+        }
+
+    @property
+    def _vhost(self) -> str:
+        return self._session.vhost
+
+    # -- DeliverySink ---------------------------------------------------------------------
+
+    @property
+    def channel_key(self) -> str:
+        return self._session.connection_id
+
+    def deliver(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
+                message: Message) -> None:
+        consumer = self._consumers.get(consumer_tag or "")
+        if self.closed or consumer is None:
+            # The shell forgets a closed socket's consumers before it requeues, so this
+            # should not happen; if it did, the message must not stay with a dead socket.
+            self._give_back(self._broker.queue(self._vhost, queue), offset)
+            return
+        entry = None if consumer.no_ack else Unacked(consumer.shell, offset, consumer_tag)
+        tag = self._tags.issue(entry)
+        frame: Frame = {"op": "deliver", "consumer_tag": consumer_tag, "delivery_tag": tag,
+                        "queue": queue, "offset": offset, "redelivered": redelivered}
+        frame.update(message_json(message))
+        frame.pop("payload_bytes", None)
+        if not self._outbox.push(frame, SMALL_FRAME_BYTES + len(frame["payload"])) \
+                and entry is not None:
+            self._tags.take(tag, multiple=False)
+            self._give_back(consumer.shell, offset)
+
+    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None:
+        """The queue went away: tell the client its consumer is gone."""
+        if self._consumers.pop(consumer_tag, None) is not None and not self.closed:
+            self._outbox.push({"op": "cancelled", "consumer_tag": consumer_tag})
+
+    def credit(self) -> int | None:
+        return 0 if self.closed else self._outbox.credit()
+
+    def _resume(self) -> None:
+        """The outbox drained: let the queues that ran out of credit deliver again."""
+        for shell in {id(c.shell): c.shell for c in self._consumers.values()}.values():
+            shell.schedule_pump()
+
+    @staticmethod
+    def _give_back(shell: QueueShell | None, offset: int) -> None:
+        if shell is not None and not shell.closed:
+            shell.reject([offset], requeue=True)
+
+    # -- the connection's life --------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the socket until the client leaves or it fails; then clean up."""
+        reader = asyncio.ensure_future(self._read_loop())
+        writer = asyncio.ensure_future(self._outbox.run())
+        try:
+            await asyncio.wait([reader, writer], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.close()
+            for task in (reader, writer):
+                task.cancel()
+            await asyncio.wait([reader, writer])
+        if not reader.cancelled() and reader.exception() is not None:
+            logger.error("WebSocket %s: reader failed", self.channel_key,
+                         exc_info=reader.exception())
+        if not self._client_left:  # our side failed: the socket may still be open
+            with contextlib.suppress(Exception):
+                await self._socket.close(SERVER_ERROR, "internal error")
+
+    def close(self) -> None:
+        """Stop replays, cancel consumers, requeue every unacked delivery. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self._outbox.close()
+        self._replays.close()
+        self._tags.take_all()
+        self._consumers.clear()
+        try:
+            consuming.channel_closed(self._broker, self._vhost, self.channel_key,
+                                     self._queues_used)
+        except Exception:  # the broker may be shutting down under us
+            logger.exception("WebSocket %s: requeueing on close", self.channel_key)
+
+    async def _read_loop(self) -> None:
+        # Reading waits for room: no more publishes than the limit, no reply into a full outbox.
+        while not self.closed:
+            await self._publishes.wait_room()
+            if not await self._outbox.wait_room():
+                return
+            message = await self._socket.receive()
+            if message["type"] == "websocket.disconnect":
+                self._client_left = True
+                return
+            text = message.get("text")
+            if text is None:
+                self._outbox.push(error_frame(400, "frames must be JSON text frames", None))
+                continue
+            await self._handle(text)
+
+    async def _handle(self, text: str) -> None:
+        ref: Ref = None
+        try:
+            frame = parse_frame(text)
+            ref = frame_ref(frame)
+            handler = self._handlers.get(frame["op"])
+            if handler is None:
+                raise FrameError(400, f"unknown op '{frame['op']}'", "op")
+            await handler(frame)
+        except _CLIENT_ERRORS as error:
+            self._outbox.push(error_of(error, ref))
+        except Exception:
+            logger.exception("WebSocket %s: error handling a frame", self.channel_key)
+            self._outbox.push(error_frame(500, "internal error", ref))
+
+    # -- publishing ---------------------------------------------------------------------------
+
+    async def _publish(self, frame: Frame) -> None:
+        try:
+            items = parse_publish(frame)
+        except FrameError as error:
+            # Malformed as a whole: nothing published; the error keeps the frame's place.
+            self._publishes.submit_error(error_of(error, frame_ref(frame)))
+            return
+        self._publishes.submit([item.id for item in items],
+                               [self._build(item) for item in items])
+
+    def _build(self, item: PublishItem) -> Message | str:
+        """The message to publish, or why it is refused (it will be nacked)."""
+        exchange = item.fields.get("exchange", "")
+        if not isinstance(exchange, str):
+            return f"{item.field_prefix}.exchange must be a string".removeprefix(".")
+        try:
+            check_not_blocked(self._broker)
+            return build_message(self._broker, self._session, exchange_name(exchange),
+                                 item.fields, item.field_prefix)
+        except ApiError as error:
+            return error.reason
+        except BrokerError as error:
+            return error.text
+
+    # -- consuming ------------------------------------------------------------------------------
+
+    async def _subscribe(self, frame: Frame) -> None:
+        request = parse_subscribe(frame)
+        if request.consumer_tag in self._consumers:
+            raise FrameError(400, f"consumer tag '{request.consumer_tag}' is in use on this "
+                             "connection", "consumer_tag")
+        if len(self._consumers) >= MAX_CONSUMERS:
+            raise FrameError(400, f"at most {MAX_CONSUMERS} consumers per connection")
+        tag = consuming.consume(
+            self._broker, self._session, request.queue, self,
+            consumer_tag=request.consumer_tag, no_ack=request.no_ack,
+            prefetch_count=request.prefetch, arguments=request.arguments)
+        shell = self._broker.queue(self._vhost, request.queue)
+        assert shell is not None  # consume() found it
+        self._consumers[tag] = _Consumer(shell, request.no_ack)
+        self._queues_used.add(request.queue)
+        # Deliveries start from the queue's pump, a loop iteration later: after this reply.
+        self._outbox.push({"op": "subscribed", "consumer_tag": tag})
+
+    async def _cancel(self, frame: Frame) -> None:
+        tag = parse_name(frame, "consumer_tag")
+        consumer = self._consumers.pop(tag, None)
+        if consumer is not None:
+            consuming.cancel(self._broker, self._session, consumer.shell.name, tag)
+        # Unknown tags are answered too, as AMQP's basic.cancel: the queue may have
+        # been deleted (and the consumer cancelled) while this frame was on its way.
+        self._outbox.push({"op": "cancelled", "consumer_tag": tag})
+
+    async def _ack(self, frame: Frame) -> None:
+        request = parse_settle(frame)
+        taken = self._tags.take(request.delivery_tag, request.multiple)
+        apply_settlement(self._broker, self._vhost, Settlement(taken, ack=True))
+
+    async def _nack(self, frame: Frame) -> None:
+        request = parse_settle(frame)
+        taken = self._tags.take(request.delivery_tag, request.multiple)
+        apply_settlement(self._broker, self._vhost,
+                         Settlement(taken, ack=False, requeue=request.requeue))
+
+    async def _reject(self, frame: Frame) -> None:
+        request = parse_settle(frame, allow_multiple=False)
+        taken = self._tags.take(request.delivery_tag, multiple=False)
+        apply_settlement(self._broker, self._vhost,
+                         Settlement(taken, ack=False, requeue=request.requeue))
+
+    # -- replay -----------------------------------------------------------------------------------
+
+    async def _replay(self, frame: Frame) -> None:
+        request = parse_replay(frame)
+        shell = replay_shell(self._ctx, self._who, self._vhost, request.queue)
+        offset = start_offset(shell, request.from_offset, request.from_timestamp)
+        broker, vhost = self._broker, self._vhost
+
+        def alive() -> bool:
+            return not shell.closed and broker.queue(vhost, shell.name) is shell
+
+        self._replays.start(request.subscription, shell, offset, request.to_offset,
+                            request.follow, alive)
+
+    async def _stop_replay(self, frame: Frame) -> None:
+        subscription = parse_name(frame, "subscription")
+        await self._replays.stop(subscription)
+        # Answered for finished or unknown subscriptions too: a replay without follow
+        # may have ended on its own while this frame was on its way.
+        self._outbox.push(stopped_frame(subscription))
