@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from segments.errors import LogClosedError
+from segments.fsync_stats import FSYNC_STATS, FsyncStats
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +97,10 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         policy: FsyncPolicy,
         group_items_max: int = 4096,
         pending_items_max: int = 65536,
+        fsync_stats: FsyncStats = FSYNC_STATS,
     ) -> None:
         self._target = target
+        self._fsync_stats = fsync_stats
         self.policy = policy
         self._group_items_max = group_items_max
         self._pending: list[_Pending[ItemT, ResultT]] = []
@@ -217,8 +221,14 @@ class GroupCommitter(Generic[ItemT, ResultT]):
 
     async def _sync_off_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._fsync_thread, self._target.sync)
+        await loop.run_in_executor(self._fsync_thread, self._timed_sync)
         self.fsyncs += 1
+
+    def _timed_sync(self) -> None:
+        """The target's sync, on the fsync thread; a completed one records its duration."""
+        started = time.perf_counter()
+        self._target.sync()
+        self._fsync_stats.record(time.perf_counter() - started)
 
     def exclusive(self) -> asyncio.Lock:
         """Hold this to run maintenance (truncate, retention) with no write or fsync running."""

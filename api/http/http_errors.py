@@ -7,6 +7,7 @@ was wrong.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -67,14 +68,27 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, error: RequestValidationError) -> JSONResponse:
-        problems = error.errors()
-        first = problems[0] if problems else {}
-        location = [str(part) for part in first.get("loc", ()) if part != "body"]
-        field = ".".join(location) or "body"
-        reason = f"{field}: {first.get('msg', 'invalid input')}"
+        field, reason = invalid_input(error.errors())
         return JSONResponse(error_body(400, reason, field), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, error: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(error_body(error.status_code, str(error.detail)),
+        # FastAPI's own 400 is a body it could not read ("There was an error parsing the body")
+        field = "body" if error.status_code == 400 else None
+        return JSONResponse(error_body(error.status_code, str(error.detail), field),
                             status_code=error.status_code, headers=error.headers)
+
+
+def invalid_input(problems: Sequence[Any]) -> tuple[str, str]:
+    """(field, reason) of a request that failed validation: the first problem's location.
+
+    A body that is not JSON at all is the `body` field (its location ends with the
+    character position of the syntax error, which names no field).
+    """
+    first = problems[0] if problems else {}
+    if first.get("type") == "json_invalid":
+        context = first.get("ctx", {}).get("error", "")
+        return "body", f"body: invalid JSON{f' ({context})' if context else ''}"
+    location = [str(part) for part in first.get("loc", ()) if part != "body"]
+    field = ".".join(location) or "body"
+    return field, f"{field}: {first.get('msg', 'invalid input')}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import unquote
 
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field
@@ -106,11 +107,21 @@ async def add_binding(vhost: str, source: str, kind: Kind, destination: str, bod
     return Response(status_code=201, headers={"Location": key})
 
 
+def same_key(stored: str, props: str) -> bool:
+    """Whether the path segment `props` names the binding whose key is `stored`.
+
+    A properties key is percent-escaped (`a.%23~hash` for routing key `a.#`); the
+    path segment arrives decoded but for `%` and `/`, so both sides are compared
+    decoded.
+    """
+    return unquote(stored) == path_name(props)
+
+
 def _find(ctx: ApiContext, vhost: str, source: str, kind: Kind, destination: str, props: str
           ) -> dict[str, Any]:
     _check_ends(ctx, vhost, source, kind, destination)
     for view in _between(ctx, vhost, source, kind, destination):
-        if view["properties_key"] == props:
+        if same_key(view["properties_key"], props):
             return view
     raise ApiError(404, f"no binding '{props}' from '{source}' to '{destination}'")
 
@@ -151,6 +162,6 @@ def _arguments_of(ctx: ApiContext, vhost: str, source: str, kind: Kind, destinat
     target = Destination("queue" if kind == "q" else "exchange", destination)
     for binding in ctx.broker.state.bindings_to(vhost, target):
         if binding.source == source and \
-                properties_key(binding.routing_key, binding.arguments) == props:
+                same_key(properties_key(binding.routing_key, binding.arguments), props):
             return dict(binding.arguments)
     return {}

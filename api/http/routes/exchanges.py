@@ -19,6 +19,7 @@ from api.http.http_publish import (
 from api.http.path_names import path_name
 from api.http.views import exchange_view
 from logbroker import definitions
+from logbroker.metadata import ExchangeRecord
 
 router = APIRouter(tags=["exchanges"])
 Context = Depends(api_context)
@@ -40,10 +41,22 @@ class PublishBody(BaseModel):
     properties: dict[str, Any] = Field(default_factory=dict)
 
 
+def default_exchange(vhost: str) -> ExchangeRecord:
+    """The default exchange (`amq.default` in a path): implicit, listed as RabbitMQ does."""
+    return ExchangeRecord(vhost, "", "direct", durable=True, auto_delete=False, internal=False)
+
+
+def _exchange(ctx: ApiContext, vhost: str, name: str) -> ExchangeRecord | None:
+    if not name and ctx.broker.state.vhost(vhost) is not None:
+        return default_exchange(vhost)
+    return ctx.broker.state.exchange(vhost, name)
+
+
 def _views(ctx: ApiContext, vhosts: list[str]) -> list[dict[str, Any]]:
     state = ctx.broker.state
     return [exchange_view(record, state.effective_policy(vhost, "exchange", record.name))
-            for vhost in vhosts for record in state.exchanges(vhost)]
+            for vhost in vhosts
+            for record in (default_exchange(vhost), *state.exchanges(vhost))]
 
 
 @router.get("/api/exchanges")
@@ -64,7 +77,7 @@ async def get_exchange(vhost: str, name: str, ctx: ApiContext = Context,
                  who: Principal = Management) -> dict[str, Any]:
     vhost_name, exchange = path_name(vhost), exchange_name(path_name(name))
     visible_vhost(ctx, who, vhost_name)
-    record = ctx.broker.state.exchange(vhost_name, exchange)
+    record = _exchange(ctx, vhost_name, exchange)
     if record is None:
         raise ApiError(404, f"no exchange '{exchange}' in vhost '{vhost_name}'")
     return exchange_view(record, ctx.broker.state.effective_policy(vhost_name, "exchange",

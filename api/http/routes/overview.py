@@ -43,7 +43,8 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management) -
                          "messages_unacknowledged": unacked},
         "object_totals": {
             "queues": len(shells),
-            "exchanges": sum(len(broker.state.exchanges(v)) for v in vhosts),
+            # + the default exchange of each vhost, as /api/exchanges lists it
+            "exchanges": sum(len(broker.state.exchanges(v)) + 1 for v in vhosts),
             "connections": len(broker.connections),
             "consumers": sum(s.core.consumer_count for s in shells),
             "channels": sum(c.channels for c in broker.connections.all()),

@@ -67,7 +67,8 @@ def read_page(shell: QueueShell, offset: int, to_offset: int | None, max_message
     return out, offset
 
 
-@router.get("/api/queues/{vhost}/{name}/messages")
+@router.get("/api/queues/{vhost}/{name}/messages", responses={200: {"content": {
+    "application/json": {}, "application/vnd.logbroker.record-batches": {}}}})
 async def replay(vhost: str, name: str, ctx: ApiContext = Context, who: Principal = Authenticated,
            from_offset: int | None = Query(None, ge=0, lt=2**63),
            from_timestamp: int | None = Query(None, ge=0, lt=2**63,
