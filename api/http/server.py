@@ -59,7 +59,10 @@ class HttpServer:
         self.port = self._sock.getsockname()[1]
         config = uvicorn.Config(create_app(context), lifespan="off", log_level="warning",
                                 access_log=False, ws="websockets", ws_max_size=16 << 20,
-                                timeout_graceful_shutdown=2, ws_ping_interval=20)
+                                timeout_graceful_shutdown=2, ws_ping_interval=20,
+                                # Compressing every frame costs both ends more CPU than
+                                # the loopback or LAN bandwidth it saves.
+                                ws_per_message_deflate=False)
         self._server = _EmbeddedServer(config)
         self._task: asyncio.Task[None] | None = None
         self._timers: list[asyncio.Task[None]] = []
