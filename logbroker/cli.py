@@ -1,5 +1,8 @@
 """The `logbroker` command. `serve` is the composition root: it wires every layer.
 
+The other subcommands (declare, list, publish, consume, replay, ...) talk to a
+running broker through `api.client`; they live in `api.cli`.
+
 Settings come from, in increasing precedence: embedded defaults, the TOML
 config file (`--config` / LOGBROKER_CONFIG), environment variables
 (LOGBROKER_DATA_DIR, LOGBROKER_AMQP_PORT, ...) and command-line flags.
@@ -36,7 +39,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig
 from segments.errors import DataDirLockedError
 from segments.group_commit import FsyncPolicy
@@ -131,6 +133,7 @@ async def serve(settings: ServeSettings) -> int:
     from api.amqp.server import AmqpServerConfig, start_amqp_server, stop_amqp_server
     from api.http.api_context import ApiContext, Listeners
     from api.http.server import start_http_server
+    from logbroker.broker import Broker  # here: the client subcommands do not need it
 
     broker = Broker.open(settings.broker_config())
     server_config = AmqpServerConfig(
@@ -159,33 +162,42 @@ async def serve(settings: ServeSettings) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="logbroker", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    from api.cli import add_client_commands
+    from api.cli.options import add_connection_flags
+
+    parser = argparse.ArgumentParser(
+        prog="logbroker", description="Run a logbroker node (serve) or manage one.")
+    add_connection_flags(parser, top_level=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve_parser = commands.add_parser("serve", help="run a broker node")
     serve_parser.add_argument("--config", help="TOML config file (env LOGBROKER_CONFIG)")
     for name, variable, _, _, kind in SETTINGS:
         serve_parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind,
                                   help=f"(env {variable})")
+    add_client_commands(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     arguments = build_parser().parse_args(argv)
-    if arguments.command == "serve":
-        try:
-            settings = resolve_settings(arguments, dict(os.environ))
-            return asyncio.run(serve(settings))
-        except SettingsError as error:
-            print(f"logbroker: {error}", file=sys.stderr)
-            return 2
-        except DataDirLockedError as error:
-            print(f"logbroker: {error}", file=sys.stderr)
-            return 1
-        except OSError as error:
-            print(f"logbroker: cannot start: {error}", file=sys.stderr)
-            return 1
-    return 2
+    if arguments.command != "serve":
+        from api.cli import run_client_command
+
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+        return run_client_command(arguments)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        settings = resolve_settings(arguments, dict(os.environ))
+        return asyncio.run(serve(settings))
+    except SettingsError as error:
+        print(f"logbroker: {error}", file=sys.stderr)
+        return 2
+    except DataDirLockedError as error:
+        print(f"logbroker: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"logbroker: cannot start: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
