@@ -1,0 +1,48 @@
+"""Replay simulation seeds: `python -m tests.sim --seed N [--trace]` or `--seeds A-B`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from tests.sim.cluster_sim import Simulation
+
+
+def _seed_range(text: str) -> range:
+    first, _, last = text.partition("-")
+    return range(int(first), int(last or first) + 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.sim", description=__doc__)
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--seed", type=int, help="replay one seed and print its summary")
+    group.add_argument("--seeds", type=_seed_range, help="run a range A-B (inclusive)")
+    parser.add_argument("--trace", action="store_true", help="print every traced event")
+    args = parser.parse_args(argv)
+    seeds = range(args.seed, args.seed + 1) if args.seed is not None else args.seeds
+    failures = 0
+    started = time.perf_counter()
+    for seed in seeds:
+        simulation = Simulation(seed)
+        try:
+            result = simulation.run()
+        except AssertionError as failure:
+            failures += 1
+            print(f"seed {seed} FAILED: {failure}")
+            print(f"  replay: python -m tests.sim --seed {seed} --trace")
+            if args.trace or args.seed is not None:
+                print("\n".join(simulation.trace))
+            continue
+        if args.seed is not None or args.trace:
+            if args.trace:
+                print("\n".join(result.trace))
+            print(result.summary())
+    elapsed = time.perf_counter() - started
+    print(f"{len(seeds)} seeds, {failures} failed, {elapsed:.1f}s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
