@@ -95,6 +95,7 @@ class QueueShell:
         self.counters = QueueCounters()
         self.appends = AppendWaiters()
         self._background: set[asyncio.Future[None]] = set()
+        self._settles: list[tuple[int, int]] = []  # settled ranges not yet given to the cursor
         self.clock: Callable[[], int] = _now_ms
 
     @property
@@ -340,10 +341,19 @@ class QueueShell:
                              self.message_at(effect.offset))
         elif isinstance(effect, Settle):
             if not self.closed:
-                settle = self._cursor_committer.submit([(effect.lo, effect.hi)])
-                self._in_background(settle).add_done_callback(self._after_settle)
+                # One cursor write per loop iteration, not per ack: a consumer acking
+                # each message would otherwise cost a task and a submit per message.
+                if not self._settles:
+                    asyncio.get_running_loop().call_soon(self._flush_settles)
+                self._settles.append((effect.lo, effect.hi))
         elif isinstance(effect, QueueExpired) and self.on_expired is not None:
             self.on_expired(self)
+
+    def _flush_settles(self) -> None:
+        ranges, self._settles = self._settles, []
+        if ranges and not self.closed:
+            settle = self._cursor_committer.submit(ranges)
+            self._in_background(settle).add_done_callback(self._after_settle)
 
     def _after_settle(self, task: asyncio.Future[None]) -> None:
         if task.cancelled() or task.exception() is not None or self.closed:
@@ -423,6 +433,7 @@ class QueueShell:
             return
         if self._effect_chain is not None:
             await asyncio.gather(self._effect_chain, return_exceptions=True)
+        self._flush_settles()
         await asyncio.gather(*list(self._background), return_exceptions=True)
         self.closed = True
         if self._timer is not None:
