@@ -13,14 +13,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
 
 START_TIMEOUT_S = 20.0
+T = TypeVar("T")
 STOP_TIMEOUT_S = 10.0
 
 
@@ -84,6 +86,18 @@ def start_broker(data_dir: Path, *extra: str) -> BrokerProcess:
         time.sleep(0.1)
     broker.stop()
     raise TimeoutError(f"the broker did not answer in time:\n{broker.log()}")
+
+
+def wait_for(probe: Callable[[], T], what: str, timeout_s: float = 5.0) -> T:
+    """Poll `probe` until it answers something truthy; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")

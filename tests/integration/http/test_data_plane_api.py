@@ -12,30 +12,15 @@ from __future__ import annotations
 import base64
 import socket
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.http.conftest import BrokerProcess
+from tests.integration.http.conftest import BrokerProcess, wait_for
 
-T = TypeVar("T")
-WAIT_S = 5.0
 MAX_BODY_BYTES = 64 * 1024 * 1024
-
-
-def wait_for(probe: Callable[[], T], what: str, timeout_s: float = WAIT_S) -> T:
-    """Poll `probe` until it answers something truthy; fail after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def ok(response: httpx.Response, *statuses: int) -> httpx.Response:

@@ -10,32 +10,17 @@ uses its own names, so tests share the module's broker without meeting.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pika
 
-from tests.integration.http.conftest import BrokerProcess
+from tests.integration.http.conftest import BrokerProcess, wait_for
 
-T = TypeVar("T")
-WAIT_S = 5.0
 FULL = {"configure": ".*", "write": ".*", "read": ".*"}
-
-
-def wait_for(probe: Callable[[], T], what: str, timeout_s: float = WAIT_S) -> T:
-    """Poll `probe` until it answers something truthy; fail after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.02)
 
 
 @contextmanager
