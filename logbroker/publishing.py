@@ -48,44 +48,31 @@ class Publisher:
         return [shell for shell in shells if shell is not None]
 
     async def publish(self, vhost: str, message: Message) -> PublishResult:
-        if not message.timestamp_ms:
-            message.timestamp_ms = int(time.time() * 1000)
-        targets = self.route(vhost, message.exchange, message)
-        return await self._deliver_to(vhost, message, targets)
-
-    async def _deliver_to(
-        self, vhost: str, message: Message, targets: list[QueueShell]
-    ) -> PublishResult:
-        if not targets:
-            return PublishResult(routed=False, confirmed=True)
-        if len(targets) == 1:
-            # The common case, without the task and future that gather costs.
-            work, confirmed = self._start(targets[0], message)
-            if work is not None:
-                await work
-            return PublishResult(routed=True, confirmed=confirmed)
-        started = [self._start(shell, message) for shell in targets]
-        pending = [work for work, _ in started if work is not None]
-        if pending:
-            await asyncio.gather(*pending)
-        return PublishResult(routed=True, confirmed=all(ok for _, ok in started))
+        return (await self.publish_batch(vhost, [message]))[0]
 
     async def publish_batch(self, vhost: str, messages: Sequence[Message]
                             ) -> list[PublishResult]:
         """Publish `messages` in order, with one log write per target queue.
 
-        What `publish` does for each, minus a task and a future per message: a
-        REST or WebSocket batch of a hundred messages costs one append per queue.
+        A batch (an AMQP channel's publishes of one loop iteration, a REST or
+        WebSocket frame) costs one append per queue, not a task and a future per
+        message.
         """
         now_ms = int(time.time() * 1000)
+        routed = []
+        for message in messages:
+            message.timestamp_ms = message.timestamp_ms or now_ms
+            routed.append((message, self.route(vhost, message.exchange, message)))
+        return await self._deliver(routed)
+
+    async def _deliver(self, routed: Sequence[tuple[Message, list[QueueShell]]]
+                       ) -> list[PublishResult]:
+        """Admit each message to its target queues and append every queue's share now
+        (so call order is log order); wait until all of it is durable."""
         per_queue: dict[int, tuple[QueueShell, list[Message]]] = {}
-        routed: list[bool] = []
         refused: set[int] = set()
         pending: list[Awaitable[object]] = []
-        for index, message in enumerate(messages):
-            message.timestamp_ms = message.timestamp_ms or now_ms
-            targets = self.route(vhost, message.exchange, message)
-            routed.append(bool(targets))
+        for index, (message, targets) in enumerate(routed):
             for shell in targets:
                 admission = shell.admit(message)
                 if admission is Admission.ACCEPT:
@@ -95,22 +82,12 @@ class Publisher:
                 if admission is Admission.REJECT_DEAD_LETTER:
                     pending.append(self.dead_letter(shell, message, DeadLetterReason.MAXLEN))
         pending.extend(shell.append_many(batch) for shell, batch in per_queue.values())
-        if pending:
+        if len(pending) == 1:
+            await pending[0]  # the common case, without the task and future gather costs
+        elif pending:
             await asyncio.gather(*pending)
-        return [PublishResult(routed=routed[i], confirmed=i not in refused)
-                for i in range(len(messages))]
-
-    def _start(self, shell: QueueShell, message: Message) -> tuple[Awaitable[object] | None, bool]:
-        """Admit `message` to `shell` and start its append now (so call order is log order).
-
-        Returns the work to wait for and whether the queue took the message.
-        """
-        admission = shell.admit(message)
-        if admission is Admission.ACCEPT:
-            return shell.append(message), True
-        if admission is Admission.REJECT_DEAD_LETTER:
-            return self.dead_letter(shell, message, DeadLetterReason.MAXLEN), False
-        return None, False
+        return [PublishResult(routed=bool(targets), confirmed=index not in refused)
+                for index, (_, targets) in enumerate(routed)]
 
     async def dead_letter(
         self, source: QueueShell, message: Message, reason: DeadLetterReason
@@ -130,7 +107,7 @@ class Publisher:
         republished.routing_key = routing_key
         targets = self.route(vhost, exchange, republished)
         allowed = set(drop_cycles(republished, [shell.name for shell in targets]))
-        await self._deliver_to(vhost, republished, [t for t in targets if t.name in allowed])
+        await self._deliver([(republished, [t for t in targets if t.name in allowed])])
 
 
 def _routing_properties(message: Message) -> dict[str, object]:

@@ -1,8 +1,9 @@
 """Publishing from REST and WebSocket: the AMQP basic.publish checks, then the broker's path.
 
-`publish_one` answers once the message is confirmed (durable in every queue it
-was routed to) or nacked; several calls run concurrently, and the order in
-which they are started is the order the messages enter each queue.
+`publish_many` answers once every message is confirmed (durable in every queue
+it was routed to) or nacked, one outcome per message; calls run concurrently,
+and the order in which they are started is the order the messages enter each
+queue.
 """
 
 from __future__ import annotations
@@ -76,12 +77,4 @@ async def publish_many(broker: Broker, vhost: str, messages: Sequence[Message]
 
 
 async def publish_one(broker: Broker, vhost: str, message: Message) -> PublishOutcome:
-    try:
-        result = await broker.publisher.publish(vhost, message)
-    except BrokerError as error:
-        return PublishOutcome(False, False, error.text)
-    except OSError as error:
-        return PublishOutcome(False, False, f"storage error: {error}")
-    if not result.confirmed:
-        return PublishOutcome(result.routed, False, "rejected by a queue (x-overflow)")
-    return PublishOutcome(result.routed, True)
+    return (await publish_many(broker, vhost, [message]))[0]
