@@ -15,7 +15,7 @@ from typing import Any
 
 from api.http.http_errors import ApiError
 from api.http.views import jsonable
-from logbroker.message import Message, Properties, decode_properties
+from logbroker.message import Message, Properties
 from segments.record_batch import LogRecord
 
 _STRING_PROPERTIES = ("content_type", "content_encoding", "correlation_id", "reply_to",
@@ -105,13 +105,16 @@ def encode_payload(body: bytes, encoding: str = "auto") -> tuple[str, str]:
     return base64.b64encode(body).decode("ascii"), "base64"
 
 
-def message_json(message: Message, encoding: str = "auto", truncate: int | None = None
-                 ) -> dict[str, Any]:
+def message_json(message: Message, encoding: str = "auto", truncate: int | None = None,
+                 properties: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The message in RabbitMQ's get shape; `properties`: its JSON form, if known already."""
     body = message.body if truncate is None else message.body[:truncate]
     payload, payload_encoding = encode_payload(body, encoding)
+    if properties is None:
+        properties = properties_to_json(message.properties)
     return {
         "payload_bytes": len(message.body), "exchange": message.exchange,
-        "routing_key": message.routing_key, "properties": properties_to_json(message.properties),
+        "routing_key": message.routing_key, "properties": properties,
         "payload": payload, "payload_encoding": payload_encoding,
     }
 
@@ -129,20 +132,13 @@ class RecordEncoder:
         self._limit = limit
 
     def __call__(self, record: LogRecord) -> dict[str, Any]:
-        fields = {name: value or b"" for name, value in record.headers}
-        encoded = fields.get("p", b"")
+        message = Message.from_record(record)
+        encoded = message.encoded_properties()
         properties = self._properties.get(encoded)
         if properties is None:
-            properties = properties_to_json(decode_properties(encoded))
+            properties = properties_to_json(message.properties)
             if len(self._properties) < self._limit:
                 self._properties[encoded] = properties
-        payload, payload_encoding = encode_payload(record.value, self._encoding)
-        return {"offset": record.offset, "timestamp": record.timestamp_ms,
-                "payload_bytes": len(record.value), "exchange": fields.get("e", b"").decode(),
-                "routing_key": fields.get("k", b"").decode(), "properties": properties,
-                "payload": payload, "payload_encoding": payload_encoding}
-
-
-def record_json(record: LogRecord, encoding: str = "auto") -> dict[str, Any]:
-    """One log record as replay returns it (see `RecordEncoder`)."""
-    return RecordEncoder(encoding)(record)
+        out: dict[str, Any] = {"offset": record.offset, "timestamp": record.timestamp_ms}
+        out.update(message_json(message, self._encoding, properties=properties))
+        return out
