@@ -22,25 +22,10 @@ import httpx
 import pytest
 
 from logbroker.cli import build_parser, main
-from tests.integration.http.conftest import BrokerProcess, free_port, start_broker
+from tests.integration.conftest import BrokerProcess, free_port
 
 LOGBROKER = [sys.executable, "-m", "logbroker"]
 RUN_TIMEOUT_S = 60.0
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = start_broker(tmp_path_factory.mktemp("cli-broker") / "data")
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
-@pytest.fixture
-def http(broker: BrokerProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=broker.url, auth=("guest", "guest"), timeout=10.0) as client:
-        yield client
 
 
 def environment(broker: BrokerProcess | None) -> dict[str, str]:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.http.conftest import BrokerProcess, wait_for
+from tests.integration.conftest import BrokerProcess, wait_for
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 

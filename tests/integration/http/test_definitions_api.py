@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from tests.integration.http.conftest import BrokerProcess
+from tests.integration.conftest import BrokerProcess
 
 FULL = {"configure": ".*", "write": ".*", "read": ".*"}
 

@@ -18,7 +18,7 @@ from urllib.parse import quote
 import httpx
 import pika
 
-from tests.integration.http.conftest import BrokerProcess, wait_for
+from tests.integration.conftest import BrokerProcess, wait_for
 
 FULL = {"configure": ".*", "write": ".*", "read": ".*"}
 

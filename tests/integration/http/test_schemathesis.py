@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, Phase, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
-from tests.integration.http.conftest import BrokerProcess, start_broker
+from tests.integration.conftest import BrokerProcess, start_broker
 
 pytestmark = pytest.mark.timeout(240)
 

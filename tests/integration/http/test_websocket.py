@@ -19,7 +19,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.integration.http.conftest import BrokerProcess
+from tests.integration.conftest import BrokerProcess
 
 WAIT_S = 5.0
 QUIET_S = 0.4  # how long "nothing more arrives" is watched
