@@ -67,6 +67,7 @@ class Broker:
         self._routers: dict[str, ExchangeRouter] = {}
         self._queues: dict[tuple[str, str], QueueShell] = {}
         self._closing: set[asyncio.Future[None]] = set()
+        self._background: set[asyncio.Future[Applied]] = set()
         self.publisher = Publisher(self.router, self.queue)
         self.connections = ConnectionRegistry()
         self._retention_task: asyncio.Future[None] | None = None
@@ -148,12 +149,33 @@ class Broker:
 
     # ---------------------------------------------------------- definitions
 
-    def apply(self, command: Command) -> Applied:
-        """Apply a definition change and bring routers and queues in line with it."""
+    async def apply(self, command: Command) -> Applied:
+        """Apply a definition change and bring routers and queues in line with it.
+
+        Awaitable because in a cluster the change returns only once the Raft
+        log has committed it (`logbroker.cluster`); a standalone node's store
+        has made it durable before this returns either way.
+        """
         return self._apply(command)
+
+    def apply_soon(self, command: Command) -> None:
+        """Apply `command` from a synchronous callback (an expiry, a last consumer gone)."""
+        task = asyncio.ensure_future(self.apply(command))
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Future[Applied]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("background definition change failed: %s", task.exception())
 
     def _apply(self, command: Command) -> Applied:
         applied = self.store.apply(command)
+        self.react(applied)
+        return applied
+
+    def react(self, applied: Applied) -> None:
+        """Bring routers and queue shells in line with an applied command's events."""
         for vhost, router in self._routers.items():
             apply_events(router, self.state, vhost, applied.events)
         for event in applied.events:
@@ -168,7 +190,6 @@ class Broker:
             elif isinstance(event, PolicyChanged):
                 for name in event.queues:
                     self._refresh_queue_settings(event.vhost, name)
-        return applied
 
     def queue_settings(self, vhost: str, name: str) -> QueueSettings:
         record = self.state.queue(vhost, name)
@@ -202,6 +223,8 @@ class Broker:
 
     async def settle(self) -> None:
         """Wait until queues being deleted have closed (tests, shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
         while self._closing:
             await asyncio.gather(*list(self._closing), return_exceptions=True)
             self._closing = {task for task in self._closing if not task.done()}
@@ -217,7 +240,7 @@ class Broker:
         vhost, name = shell.settings.vhost, shell.name
         if self.queue(vhost, name) is shell:
             logger.info("queue %r in vhost %r expired (x-expires)", name, vhost)
-            self._apply(DeleteQueue(vhost, name))
+            self.apply_soon(DeleteQueue(vhost, name))
 
     def _refresh_queue_settings(self, vhost: str, name: str) -> None:
         shell = self._queues.get((vhost, name))

@@ -86,7 +86,7 @@ def _delete_if_auto_delete_and_unused(broker: Broker, shell: QueueShell) -> None
     record = broker.state.queue(vhost, name)
     if record is not None and record.auto_delete and shell.had_consumers \
             and shell.core.consumer_count == 0:
-        broker.apply(DeleteQueue(vhost, name))
+        broker.apply_soon(DeleteQueue(vhost, name))
 
 
 def _readable(broker: Broker, session: Session, queue: str) -> QueueShell:

@@ -30,7 +30,7 @@ def server_generated_name(prefix: str = "amq.gen-") -> str:
     return prefix + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
 
 
-def declare_queue(
+async def declare_queue(
     broker: Broker, session: Session, name: str, *, passive: bool = False,
     durable: bool = False, exclusive: bool = False, auto_delete: bool = False,
     arguments: Mapping[str, Any] | None = None,
@@ -46,7 +46,7 @@ def declare_queue(
         if server_named:
             name = server_generated_name()
         broker.check(session, "queue", name, "configure")
-        broker.apply(DeclareQueue(
+        await broker.apply(DeclareQueue(
             vhost, name, durable=durable,
             exclusive_owner=session.connection_id if exclusive else None,
             auto_delete=auto_delete, arguments=dict(arguments or {}), server_named=server_named,
@@ -57,7 +57,7 @@ def declare_queue(
     return name, shell.core.message_count, shell.core.consumer_count
 
 
-def delete_queue(
+async def delete_queue(
     broker: Broker, session: Session, name: str, *, if_unused: bool = False,
     if_empty: bool = False,
 ) -> int:
@@ -71,18 +71,18 @@ def delete_queue(
     if if_empty and shell.core.message_count:
         raise BrokerError(PRECONDITION_FAILED, f"queue '{name}' in vhost '{vhost}' is not empty")
     count = shell.core.message_count
-    broker.apply(DeleteQueue(vhost, name, if_unused=if_unused, if_empty=if_empty))
+    await broker.apply(DeleteQueue(vhost, name, if_unused=if_unused, if_empty=if_empty))
     return count
 
 
-def purge_queue(broker: Broker, session: Session, name: str) -> int:
+async def purge_queue(broker: Broker, session: Session, name: str) -> int:
     """queue.purge: removes ready messages (not unacked ones); returns how many."""
     broker.state.check_queue_access(session.vhost, name, session.connection_id)
     broker.check(session, "queue", name, "read")
     return _shell(broker, session.vhost, name).purge()
 
 
-def declare_exchange(
+async def declare_exchange(
     broker: Broker, session: Session, name: str, exchange_type: str = "direct", *,
     passive: bool = False, durable: bool = False, auto_delete: bool = False,
     internal: bool = False, arguments: Mapping[str, Any] | None = None,
@@ -91,16 +91,18 @@ def declare_exchange(
         broker.state.passive_exchange(session.vhost, name)
         return
     broker.check(session, "exchange", name, "configure")
-    broker.apply(DeclareExchange(session.vhost, name, exchange_type, durable, auto_delete,
+    await broker.apply(DeclareExchange(session.vhost, name, exchange_type, durable, auto_delete,
                                  internal, dict(arguments or {})))
 
 
-def delete_exchange(broker: Broker, session: Session, name: str, if_unused: bool = False) -> None:
+async def delete_exchange(
+    broker: Broker, session: Session, name: str, if_unused: bool = False
+) -> None:
     broker.check(session, "exchange", name, "configure")
-    broker.apply(DeleteExchange(session.vhost, name, if_unused))
+    await broker.apply(DeleteExchange(session.vhost, name, if_unused))
 
 
-def bind_queue(
+async def bind_queue(
     broker: Broker, session: Session, queue: str, exchange: str, routing_key: str,
     arguments: Mapping[str, Any] | None = None, *, unbind: bool = False,
 ) -> None:
@@ -109,11 +111,11 @@ def bind_queue(
     broker.check(session, "queue", queue, "write")
     broker.check(session, "exchange", exchange, "read")
     command = Unbind if unbind else Bind
-    broker.apply(command(session.vhost, exchange, "queue", queue, routing_key,
+    await broker.apply(command(session.vhost, exchange, "queue", queue, routing_key,
                          dict(arguments or {})))
 
 
-def bind_exchange(
+async def bind_exchange(
     broker: Broker, session: Session, destination: str, source: str, routing_key: str,
     arguments: Mapping[str, Any] | None = None, *, unbind: bool = False,
 ) -> None:
@@ -121,14 +123,14 @@ def bind_exchange(
     broker.check(session, "exchange", destination, "write")
     broker.check(session, "exchange", source, "read")
     command = Unbind if unbind else Bind
-    broker.apply(command(session.vhost, source, "exchange", destination, routing_key,
+    await broker.apply(command(session.vhost, source, "exchange", destination, routing_key,
                          dict(arguments or {})))
 
 
-def delete_exclusive_queues(broker: Broker, connection_id: str) -> None:
+async def delete_exclusive_queues(broker: Broker, connection_id: str) -> None:
     """The owning connection closed: its exclusive queues go with it."""
     for record in broker.state.exclusive_queues_of(connection_id):
-        broker.apply(DeleteQueue(record.vhost, record.name))
+        await broker.apply(DeleteQueue(record.vhost, record.name))
 
 
 def _shell(broker: Broker, vhost: str, name: str) -> QueueShell:

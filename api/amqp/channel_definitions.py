@@ -22,7 +22,7 @@ missing queue first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pamqp import base, commands
@@ -45,7 +45,7 @@ class ChannelDefinitions:
         self._session = session
         self._pseudo_queue = pseudo_queue  # direct reply-to names: passive declare succeeds
         self.last_queue = ""
-        self._handlers: dict[type[base.Frame], Callable[[Any], base.Frame]] = {
+        self._handlers: dict[type[base.Frame], Callable[[Any], Awaitable[base.Frame]]] = {
             commands.Exchange.Declare: self._exchange_declare,
             commands.Exchange.Delete: self._exchange_delete,
             commands.Exchange.Bind: self._exchange_bind,
@@ -57,9 +57,9 @@ class ChannelDefinitions:
             commands.Queue.Delete: self._queue_delete,
         }
 
-    def handle(self, method: base.Frame) -> base.Frame:
+    async def handle(self, method: base.Frame) -> base.Frame:
         """Carry out a definition method; returns its -ok reply (raises BrokerError)."""
-        return self._handlers[type(method)](method)
+        return await self._handlers[type(method)](method)
 
     def queue_name(self, name: str) -> str:
         """``name``, or the channel's current queue when it is empty."""
@@ -71,27 +71,29 @@ class ChannelDefinitions:
 
     # -- exchanges ----------------------------------------------------------------
 
-    def _exchange_declare(self, method: commands.Exchange.Declare) -> base.Frame:
-        definitions.declare_exchange(
+    async def _exchange_declare(self, method: commands.Exchange.Declare) -> base.Frame:
+        await definitions.declare_exchange(
             self._broker, self._session, method.exchange, method.exchange_type,
             passive=method.passive, durable=method.durable, auto_delete=method.auto_delete,
             internal=method.internal, arguments=method.arguments,
         )  # fmt: skip
         return commands.Exchange.DeclareOk()
 
-    def _exchange_delete(self, method: commands.Exchange.Delete) -> base.Frame:
-        definitions.delete_exchange(self._broker, self._session, method.exchange, method.if_unused)
+    async def _exchange_delete(self, method: commands.Exchange.Delete) -> base.Frame:
+        await definitions.delete_exchange(
+            self._broker, self._session, method.exchange, method.if_unused
+        )
         return commands.Exchange.DeleteOk()
 
-    def _exchange_bind(self, method: commands.Exchange.Bind) -> base.Frame:
-        definitions.bind_exchange(
+    async def _exchange_bind(self, method: commands.Exchange.Bind) -> base.Frame:
+        await definitions.bind_exchange(
             self._broker, self._session, method.destination, method.source,
             method.routing_key, method.arguments,
         )  # fmt: skip
         return commands.Exchange.BindOk()
 
-    def _exchange_unbind(self, method: commands.Exchange.Unbind) -> base.Frame:
-        definitions.bind_exchange(
+    async def _exchange_unbind(self, method: commands.Exchange.Unbind) -> base.Frame:
+        await definitions.bind_exchange(
             self._broker, self._session, method.destination, method.source,
             method.routing_key, method.arguments, unbind=True,
         )  # fmt: skip
@@ -99,10 +101,10 @@ class ChannelDefinitions:
 
     # -- queues ---------------------------------------------------------------------
 
-    def _queue_declare(self, method: commands.Queue.Declare) -> base.Frame:
+    async def _queue_declare(self, method: commands.Queue.Declare) -> base.Frame:
         if method.passive and self._pseudo_queue(method.queue):
             return commands.Queue.DeclareOk(method.queue, 0, 0)
-        name, messages, consumers = definitions.declare_queue(
+        name, messages, consumers = await definitions.declare_queue(
             self._broker, self._session, method.queue, passive=method.passive,
             durable=method.durable, exclusive=method.exclusive,
             auto_delete=method.auto_delete, arguments=method.arguments,
@@ -110,30 +112,31 @@ class ChannelDefinitions:
         self.last_queue = name
         return commands.Queue.DeclareOk(name, messages, consumers)
 
-    def _queue_bind(self, method: commands.Queue.Bind) -> base.Frame:
+    async def _queue_bind(self, method: commands.Queue.Bind) -> base.Frame:
         queue, key = self._queue_and_key(method.queue, method.routing_key)
-        definitions.bind_queue(
+        await definitions.bind_queue(
             self._broker, self._session, queue, method.exchange, key, method.arguments
         )
         return commands.Queue.BindOk()
 
-    def _queue_unbind(self, method: commands.Queue.Unbind) -> base.Frame:
+    async def _queue_unbind(self, method: commands.Queue.Unbind) -> base.Frame:
         queue, key = self._queue_and_key(method.queue, method.routing_key)
-        definitions.bind_queue(
+        await definitions.bind_queue(
             self._broker, self._session, queue, method.exchange, key, method.arguments,
             unbind=True,
         )  # fmt: skip
         return commands.Queue.UnbindOk()
 
-    def _queue_purge(self, method: commands.Queue.Purge) -> base.Frame:
-        count = definitions.purge_queue(self._broker, self._session, self.queue_name(method.queue))
+    async def _queue_purge(self, method: commands.Queue.Purge) -> base.Frame:
+        queue = self.queue_name(method.queue)
+        count = await definitions.purge_queue(self._broker, self._session, queue)
         return commands.Queue.PurgeOk(count)
 
-    def _queue_delete(self, method: commands.Queue.Delete) -> base.Frame:
+    async def _queue_delete(self, method: commands.Queue.Delete) -> base.Frame:
         name = self.queue_name(method.queue)
         if self._broker.state.queue(self._session.vhost, name) is None:
             return commands.Queue.DeleteOk(0)  # idempotent, as RabbitMQ
-        count = definitions.delete_queue(
+        count = await definitions.delete_queue(
             self._broker, self._session, name, if_unused=method.if_unused,
             if_empty=method.if_empty,
         )  # fmt: skip

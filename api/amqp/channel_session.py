@@ -43,9 +43,12 @@ unacked (``consuming.channel_closed``).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pamqp import base, commands
@@ -68,6 +71,8 @@ from logbroker.queue.queue_shell import QueueShell
 __all__ = ["ChannelSession"]
 
 NOT_ALLOWED = 530
+INTERNAL_ERROR = 541
+logger = logging.getLogger(__name__)
 FLOW_BATCH = 64  # deliveries per channel between two socket flushes
 #: Methods that need not wait for the channel's earlier publishes: settling
 #: deliveries is independent of them, and delaying acks would stall consumers.
@@ -105,6 +110,7 @@ class ChannelSession:
         self._tx: Transaction[QueueShell] | None = None
         # Set while earlier publishes (or a tx.commit) are unanswered: later events wait.
         self._backlog: deque[ChannelEvent] | None = None
+        self._tasks: set[asyncio.Future[base.Frame | None]] = set()
         self.closed = False
         self._handlers: dict[type[base.Frame], Callable[[Any], None]] = {
             commands.Basic.Qos: self._qos,
@@ -219,15 +225,43 @@ class ChannelSession:
             if isinstance(event, Publish):
                 self._publish(event)
             elif type(event.method) in DEFINITION_METHODS:
-                reply = self._definitions.handle(event.method)
-                if not getattr(event.method, "nowait", False):
-                    self._send(reply)
+                self._run_async(self._definitions.handle(event.method), event.method)
             else:
                 self._handlers[type(event.method)](event.method)
         except UnknownDeliveryTag as err:
             self.fail(BrokerError(PRECONDITION_FAILED, str(err)), event.method)
         except BrokerError as err:
             self.fail(err, event.method)
+
+    def _run_async(self, work: Awaitable[base.Frame | None], method: base.Frame) -> None:
+        """Run a method that may wait (a definition change committed by the cluster, a
+        forwarded get): later events wait in the backlog, so replies keep request order."""
+        self._backlog = deque()
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(partial(self._async_done, method))
+
+    def _async_done(self, method: base.Frame, task: asyncio.Future[base.Frame | None]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled() or self.closed:
+            if not task.cancelled():
+                task.exception()  # retrieved: the channel is gone, nobody to tell
+            return
+        error = task.exception()
+        if isinstance(error, UnknownDeliveryTag):
+            error = BrokerError(PRECONDITION_FAILED, str(error))
+        if isinstance(error, BrokerError):
+            self.fail(error, method)
+            return
+        if error is not None:
+            logger.error("channel %s: %s failed", self._key, type(method).__name__,
+                         exc_info=error)
+            self.fail(BrokerError(INTERNAL_ERROR, f"internal error: {error}"), method)
+            return
+        reply = task.result()
+        if reply is not None and not getattr(method, "nowait", False):
+            self._send(reply)
+        self._release_backlog()
 
     def fail(self, err: BrokerError, method: base.Frame) -> None:
         """Close the channel (or, for a hard error, the connection) because of ``err``."""

@@ -397,7 +397,7 @@ class ConnectionHandler:
             session.close()
         if self._ctx is not None:
             try:
-                definitions.delete_exclusive_queues(self._broker, self.connection_id)
+                await definitions.delete_exclusive_queues(self._broker, self.connection_id)
             except BrokerError:
                 logger.exception("connection %s: deleting exclusive queues", self.connection_id)
         data = self._machine.data_to_send()

@@ -80,7 +80,7 @@ async def put_vhost(vhost: str, body: VhostBody | None = None, ctx: ApiContext =
     name = path_name(vhost)
     body = body or VhostBody()
     existed = ctx.broker.state.vhost(name) is not None
-    ctx.broker.apply(AddVhost(name, body.description, split_tags(body.tags)))
+    await ctx.broker.apply(AddVhost(name, body.description, split_tags(body.tags)))
     return created_or_updated(existed)
 
 
@@ -89,7 +89,7 @@ async def delete_vhost(vhost: str, ctx: ApiContext = Context, _who: Principal = 
     name = path_name(vhost)
     if ctx.broker.state.vhost(name) is None:
         raise ApiError(404, f"vhost '{name}' not found")
-    ctx.broker.apply(DeleteVhost(name))
+    await ctx.broker.apply(DeleteVhost(name))
     return Response(status_code=204)
 
 
@@ -137,7 +137,7 @@ async def put_user(user: str, body: UserBody, ctx: ApiContext = Context, _who: P
         password_hash, algorithm = existing.password_hash, existing.hashing_algorithm
     else:
         raise ApiError(400, "password or password_hash is required", "password")
-    ctx.broker.apply(PutUser(name, password_hash, algorithm, split_tags(body.tags)))
+    await ctx.broker.apply(PutUser(name, password_hash, algorithm, split_tags(body.tags)))
     return created_or_updated(existing is not None)
 
 
@@ -146,7 +146,7 @@ async def delete_user(user: str, ctx: ApiContext = Context, _who: Principal = Ad
     name = path_name(user)
     if ctx.broker.state.user(name) is None:
         raise ApiError(404, f"user '{name}' not found")
-    ctx.broker.apply(DeleteUser(name))
+    await ctx.broker.apply(DeleteUser(name))
     return Response(status_code=204)
 
 
@@ -199,7 +199,7 @@ async def put_permissions(vhost: str, user: str, body: PermissionsBody, ctx: Api
     if ctx.broker.state.user(user_name) is None:
         raise ApiError(404, f"user '{user_name}' not found")
     existed = ctx.broker.state.permissions(user_name, vhost_name) is not None
-    ctx.broker.apply(SetPermissions(user_name, vhost_name, body.configure, body.write,
+    await ctx.broker.apply(SetPermissions(user_name, vhost_name, body.configure, body.write,
                                     body.read))
     return created_or_updated(existed)
 
@@ -210,5 +210,5 @@ async def delete_permissions(vhost: str, user: str, ctx: ApiContext = Context,
     vhost_name, user_name = path_name(vhost), path_name(user)
     if ctx.broker.state.permissions(user_name, vhost_name) is None:
         raise ApiError(404, f"no permissions for user '{user_name}' in vhost '{vhost_name}'")
-    ctx.broker.apply(ClearPermissions(user_name, vhost_name))
+    await ctx.broker.apply(ClearPermissions(user_name, vhost_name))
     return Response(status_code=204)

@@ -98,10 +98,10 @@ async def add_binding(vhost: str, source: str, kind: Kind, destination: str, bod
         raise ApiError(403, "the default exchange cannot be bound to")
     _check_ends(ctx, vhost_name, src, kind, dst)
     if kind == "q":
-        definitions.bind_queue(ctx.broker, who_session, dst, src, body.routing_key,
+        await definitions.bind_queue(ctx.broker, who_session, dst, src, body.routing_key,
                                body.arguments)
     else:
-        definitions.bind_exchange(ctx.broker, who_session, dst, src, body.routing_key,
+        await definitions.bind_exchange(ctx.broker, who_session, dst, src, body.routing_key,
                                   body.arguments)
     key = properties_key(body.routing_key, body.arguments)
     return Response(status_code=201, headers={"Location": key})
@@ -137,7 +137,7 @@ async def get_binding(vhost: str, source: str, kind: Kind, destination: str, pro
 
 @router.delete("/api/bindings/{vhost}/e/{source}/{kind}/{destination}/{props}",
                status_code=204)
-def delete_binding(vhost: str, source: str, kind: Kind, destination: str, props: str,
+async def delete_binding(vhost: str, source: str, kind: Kind, destination: str, props: str,
                    ctx: ApiContext = Context, who: Principal = Management) -> Response:
     vhost_name = path_name(vhost)
     who_session = session(ctx, who, vhost_name)
@@ -146,11 +146,11 @@ def delete_binding(vhost: str, source: str, kind: Kind, destination: str, props:
     if not src:
         raise ApiError(403, "default bindings cannot be deleted")
     if kind == "q":
-        definitions.bind_queue(ctx.broker, who_session, dst, src, view["routing_key"],
+        await definitions.bind_queue(ctx.broker, who_session, dst, src, view["routing_key"],
                                _arguments_of(ctx, vhost_name, src, kind, dst, props),
                                unbind=True)
     else:
-        definitions.bind_exchange(ctx.broker, who_session, dst, src, view["routing_key"],
+        await definitions.bind_exchange(ctx.broker, who_session, dst, src, view["routing_key"],
                                   _arguments_of(ctx, vhost_name, src, kind, dst, props),
                                   unbind=True)
     return Response(status_code=204)

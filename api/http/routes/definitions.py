@@ -36,7 +36,7 @@ async def post_definitions(document: dict[str, Any] = Body(...), ctx: ApiContext
         raise ApiError(400, str(error), "body") from error
     for command in commands:
         try:
-            ctx.broker.apply(command)
+            await ctx.broker.apply(command)
         except BrokerError as error:
             raise ApiError(400, f"{type(command).__name__} {getattr(command, 'name', '')}: "
                                 f"{error.text}") from error

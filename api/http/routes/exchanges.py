@@ -92,7 +92,7 @@ async def put_exchange(vhost: str, name: str, body: ExchangeBody, ctx: ApiContex
     if not exchange:
         raise ApiError(403, "the default exchange cannot be declared")
     existed = ctx.broker.state.exchange(vhost_name, exchange) is not None
-    definitions.declare_exchange(ctx.broker, who_session, exchange, body.type,
+    await definitions.declare_exchange(ctx.broker, who_session, exchange, body.type,
                                  durable=body.durable, auto_delete=body.auto_delete,
                                  internal=body.internal, arguments=body.arguments)
     return Response(status_code=204 if existed else 201)
@@ -108,7 +108,7 @@ async def delete_exchange(vhost: str, name: str, ctx: ApiContext = Context,
         raise ApiError(403, f"exchange '{exchange or 'amq.default'}' cannot be deleted")
     if ctx.broker.state.exchange(vhost_name, exchange) is None:
         raise ApiError(404, f"no exchange '{exchange}' in vhost '{vhost_name}'")
-    definitions.delete_exchange(ctx.broker, who_session, exchange, if_unused)
+    await definitions.delete_exchange(ctx.broker, who_session, exchange, if_unused)
     return Response(status_code=204)
 
 

@@ -75,7 +75,7 @@ async def put_policy(vhost: str, name: str, body: PolicyBody, ctx: ApiContext = 
     if not policy_name:
         raise ApiError(400, "a policy needs a name", "name")
     existed = _policy(ctx, vhost_name, policy_name) is not None
-    ctx.broker.apply(PutPolicy(vhost_name, policy_name, body.pattern, body.apply_to,
+    await ctx.broker.apply(PutPolicy(vhost_name, policy_name, body.pattern, body.apply_to,
                                body.priority, body.definition))
     return Response(status_code=204 if existed else 201)
 
@@ -87,5 +87,5 @@ async def delete_policy(vhost: str, name: str, ctx: ApiContext = Context,
     _policymaker(ctx, who, vhost_name)
     if _policy(ctx, vhost_name, policy_name) is None:
         raise ApiError(404, f"no policy '{policy_name}' in vhost '{vhost_name}'")
-    ctx.broker.apply(DeletePolicy(vhost_name, policy_name))
+    await ctx.broker.apply(DeletePolicy(vhost_name, policy_name))
     return Response(status_code=204)

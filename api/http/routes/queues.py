@@ -80,7 +80,7 @@ async def put_queue(vhost: str, name: str, body: QueueBody, ctx: ApiContext = Co
     if queue.startswith("amq."):
         raise ApiError(403, f"queue name '{queue}' contains reserved prefix 'amq.*'")
     existed = ctx.broker.state.queue(vhost_name, queue) is not None
-    definitions.declare_queue(ctx.broker, who_session, queue, durable=body.durable,
+    await definitions.declare_queue(ctx.broker, who_session, queue, durable=body.durable,
                               auto_delete=body.auto_delete, arguments=body.arguments)
     return Response(status_code=204 if existed else 201)
 
@@ -92,7 +92,7 @@ async def delete_queue(vhost: str, name: str, ctx: ApiContext = Context,
                  if_empty: bool = Query(False, alias="if-empty")) -> Response:
     vhost_name, queue = path_name(vhost), path_name(name)
     who_session = session(ctx, who, vhost_name)
-    definitions.delete_queue(ctx.broker, who_session, queue, if_unused=if_unused,
+    await definitions.delete_queue(ctx.broker, who_session, queue, if_unused=if_unused,
                              if_empty=if_empty)
     return Response(status_code=204)
 
@@ -101,7 +101,7 @@ async def delete_queue(vhost: str, name: str, ctx: ApiContext = Context,
 async def purge_queue(vhost: str, name: str, ctx: ApiContext = Context,
                 who: Principal = Management) -> Response:
     vhost_name, queue = path_name(vhost), path_name(name)
-    definitions.purge_queue(ctx.broker, session(ctx, who, vhost_name), queue)
+    await definitions.purge_queue(ctx.broker, session(ctx, who, vhost_name), queue)
     return Response(status_code=204)
 
 

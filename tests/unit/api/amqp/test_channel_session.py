@@ -181,6 +181,7 @@ async def test_reusing_a_consumer_tag_is_a_connection_error(harness: Harness) ->
     method(channel, commands.Queue.Declare(queue="q"))
     method(channel, commands.Basic.Consume(queue="q", consumer_tag="c"))
     method(channel, commands.Basic.Consume(queue="q", consumer_tag="c"))
+    await settle()
     assert harness.machine.connection_closes == [
         (530, "NOT_ALLOWED - attempt to reuse consumer tag 'c'", 60, 20)]
 
@@ -248,6 +249,7 @@ async def test_closing_the_channel_requeues_and_a_deleted_queue_cancels_consumer
     third = harness.channel(3)
     method(third, commands.Queue.Delete(queue="q"))
     method(third, commands.Queue.Delete(queue="q"))  # idempotent
+    await settle()
     sent: list[tuple[int, Any]] = [(ch, m.name) for ch, m, _ in harness.machine.sent]
     assert sent == [(2, "Basic.Cancel"), (3, "Queue.DeleteOk"), (3, "Queue.DeleteOk")]
 

@@ -52,10 +52,10 @@ async def settle() -> None:
 async def test_publish_consume_ack_and_restart(tmp_path: Path) -> None:
     config = BrokerConfig(data_dir=str(tmp_path))
     broker = Broker.open(config)
-    definitions.declare_queue(broker, SESSION, "work", durable=True)
+    await definitions.declare_queue(broker, SESSION, "work", durable=True)
     for i in range(5):
         assert await publish(broker, "", "work", persistent(f"m{i}".encode()))
-    assert definitions.declare_queue(broker, SESSION, "work", passive=True)[1] == 5
+    assert (await definitions.declare_queue(broker, SESSION, "work", passive=True))[1] == 5
     sink = RecordingSink()
     consuming.consume(broker, SESSION, "work", sink, consumer_tag="c1", prefetch_count=2)
     await settle()
@@ -76,13 +76,13 @@ async def test_publish_consume_ack_and_restart(tmp_path: Path) -> None:
 
 async def test_topic_routing_dead_lettering_and_ttl(tmp_path: Path) -> None:
     broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
-    definitions.declare_exchange(broker, SESSION, "logs", "topic")
-    definitions.declare_exchange(broker, SESSION, "dlx", "fanout")
-    definitions.declare_queue(broker, SESSION, "dead")
-    definitions.bind_queue(broker, SESSION, "dead", "dlx", "")
-    definitions.declare_queue(broker, SESSION, "errors", arguments={
+    await definitions.declare_exchange(broker, SESSION, "logs", "topic")
+    await definitions.declare_exchange(broker, SESSION, "dlx", "fanout")
+    await definitions.declare_queue(broker, SESSION, "dead")
+    await definitions.bind_queue(broker, SESSION, "dead", "dlx", "")
+    await definitions.declare_queue(broker, SESSION, "errors", arguments={
         "x-dead-letter-exchange": "dlx", "x-message-ttl": 50})
-    definitions.bind_queue(broker, SESSION, "errors", "logs", "*.error")
+    await definitions.bind_queue(broker, SESSION, "errors", "logs", "*.error")
     assert await publish(broker, "logs", "kern.error", persistent(b"disk"))
     assert not (await broker.publisher.publish("/", Message("logs", "kern.info", b"x"))).routed
     sink = RecordingSink()
@@ -103,8 +103,8 @@ async def test_reject_without_requeue_goes_to_dlx_and_errors_have_reply_codes(
     tmp_path: Path,
 ) -> None:
     broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
-    definitions.declare_queue(broker, SESSION, "dlq")
-    definitions.declare_queue(broker, SESSION, "q", arguments={
+    await definitions.declare_queue(broker, SESSION, "dlq")
+    await definitions.declare_queue(broker, SESSION, "q", arguments={
         "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
     await publish(broker, "", "q", persistent(b"bad"))
     sink = RecordingSink()
@@ -115,10 +115,10 @@ async def test_reject_without_requeue_goes_to_dlx_and_errors_have_reply_codes(
     found = consuming.get(broker, SESSION, "dlq", "conn-1:2", no_ack=True)
     assert found is not None and found[2].properties.headers["x-death"][0]["reason"] == "rejected"
     with pytest.raises(BrokerError) as raised:
-        definitions.declare_queue(broker, SESSION, "q", durable=True)
+        await definitions.declare_queue(broker, SESSION, "q", durable=True)
     assert raised.value.reply_code == 406
     with pytest.raises(BrokerError) as raised:
-        definitions.declare_queue(broker, SESSION, "missing", passive=True)
+        await definitions.declare_queue(broker, SESSION, "missing", passive=True)
     assert raised.value.reply_code == 404
     await broker.close()
 
@@ -126,7 +126,7 @@ async def test_reject_without_requeue_goes_to_dlx_and_errors_have_reply_codes(
 async def test_settled_segments_are_deleted(tmp_path: Path) -> None:
     # No retention: settled segments go at once, as on RabbitMQ.
     broker = Broker.open(BrokerConfig(data_dir=str(tmp_path), retention_ms=0))
-    definitions.declare_queue(broker, SESSION, "big", durable=True)
+    await definitions.declare_queue(broker, SESSION, "big", durable=True)
     shell = broker.queue("/", "big")
     shell.log.config = type(shell.log.config)(segment_bytes_max=64 * 1024)
     body = b"x" * 4000
@@ -149,10 +149,10 @@ async def test_publish_order_is_queue_order_across_fanout_and_single_routes(
     tmp_path: Path,
 ) -> None:
     broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
-    definitions.declare_exchange(broker, SESSION, "both", "fanout")
+    await definitions.declare_exchange(broker, SESSION, "both", "fanout")
     for name in ("q1", "q2"):
-        definitions.declare_queue(broker, SESSION, name)
-        definitions.bind_queue(broker, SESSION, name, "both", "")
+        await definitions.declare_queue(broker, SESSION, name)
+        await definitions.bind_queue(broker, SESSION, name, "both", "")
     # Started in this order, as a channel starts its publishes: a fanout to two
     # queues, then a publish to one of them. q1 must hold them in that order.
     first = asyncio.ensure_future(broker.publisher.publish("/", Message("both", "", b"1")))
@@ -167,8 +167,8 @@ async def test_publish_order_is_queue_order_across_fanout_and_single_routes(
 
 async def test_settled_segments_stay_for_replay_within_retention(tmp_path: Path) -> None:
     broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
-    definitions.declare_queue(broker, SESSION, "kept", durable=True)
-    definitions.declare_queue(broker, SESSION, "capped", durable=True,
+    await definitions.declare_queue(broker, SESSION, "kept", durable=True)
+    await definitions.declare_queue(broker, SESSION, "capped", durable=True,
                               arguments={"x-retention-bytes": 100_000})
     body = b"x" * 4000
     for name in ("kept", "capped"):
