@@ -1,6 +1,7 @@
 """The broker's metadata: a log of commands applied by a pure state machine.
 
-Vhosts, users, permissions, exchanges, bindings, queues and policies change
+Vhosts, users, permissions, exchanges, bindings, queues (with their placement
+on the cluster's nodes), policies and the cluster's nodes change
 only through `Command`s. `MetadataState.apply` checks a command the way
 RabbitMQ checks the AMQP method or management call behind it (raising
 `MetadataError` with RabbitMQ's reply code and text) and returns the events
@@ -10,6 +11,7 @@ replicated with Raft as it is.
 """
 
 from logbroker.metadata.commands import (
+    AddClusterNode,
     AddVhost,
     Bind,
     ClearPermissions,
@@ -24,7 +26,10 @@ from logbroker.metadata.commands import (
     DeleteVhost,
     PutPolicy,
     PutUser,
+    RemoveClusterNode,
+    SetNodeLiveness,
     SetPermissions,
+    SetQueuePlacement,
     Unbind,
     decode_command,
     encode_command,
@@ -35,14 +40,19 @@ from logbroker.metadata.events import (
     Applied,
     BindingAdded,
     BindingRemoved,
+    ClusterNodeAdded,
+    ClusterNodeRemoved,
+    ClusterNodeUpdated,
     Event,
     ExchangeDeclared,
     ExchangeDeleted,
+    NodeLivenessChanged,
     PermissionsCleared,
     PermissionsSet,
     PolicyChanged,
     QueueDeclared,
     QueueDeleted,
+    QueuePlacementChanged,
     UserDeleted,
     UserPut,
     VhostAdded,
@@ -66,6 +76,7 @@ from logbroker.metadata.policies import (
     validate_definition,
 )
 from logbroker.metadata.records import (
+    ClusterNodeRecord,
     ExchangeRecord,
     PermissionRecord,
     QueueRecord,
@@ -84,12 +95,17 @@ from logbroker.metadata.store import (
 
 __all__ = [
     "PREDECLARED_EXCHANGES",
+    "AddClusterNode",
     "AddVhost",
     "Applied",
     "Bind",
     "BindingAdded",
     "BindingRemoved",
     "ClearPermissions",
+    "ClusterNodeAdded",
+    "ClusterNodeRecord",
+    "ClusterNodeRemoved",
+    "ClusterNodeUpdated",
     "Command",
     "CommandDecodeError",
     "DeclareExchange",
@@ -110,6 +126,7 @@ __all__ = [
     "MetadataStoreConfig",
     "MetadataStoreError",
     "MetadataStoreFailedError",
+    "NodeLivenessChanged",
     "PermissionRecord",
     "PermissionsCleared",
     "PermissionsSet",
@@ -119,8 +136,12 @@ __all__ = [
     "PutUser",
     "QueueDeclared",
     "QueueDeleted",
+    "QueuePlacementChanged",
     "QueueRecord",
+    "RemoveClusterNode",
+    "SetNodeLiveness",
     "SetPermissions",
+    "SetQueuePlacement",
     "Unbind",
     "UserDeleted",
     "UserPut",

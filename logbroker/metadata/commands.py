@@ -17,6 +17,14 @@ unbind, purge and delete is checked with `MetadataState.check_queue_access`.
 A server-named queue (`queue.declare` with an empty name) is named by the
 caller (`amq.gen-...`, from its randomness) and marked `server_named`, which
 exempts it from the reserved `amq.` prefix rule.
+
+Placement is a decision too: the declaring node picks the queue's leader node
+and replica set (`logbroker.queue_placement`, from its view of the cluster
+and its randomness) and records them in `DeclareQueue.leader_node` /
+`members`; the cluster's nodes and their liveness are recorded with
+`AddClusterNode` / `RemoveClusterNode` / `SetNodeLiveness`, and a failover
+moves a queue with `SetQueuePlacement` (see `cluster_commands`). Fields added
+later have defaults, so entries written before them still decode.
 """
 
 from __future__ import annotations
@@ -147,6 +155,8 @@ class DeclareQueue(_TableFields):
     auto_delete: bool = False
     arguments: Mapping[str, Any] = field(default_factory=dict)
     server_named: bool = False
+    leader_node: str | None = None
+    members: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -175,10 +185,45 @@ class DeletePolicy(_TableFields):
     name: str
 
 
+@dataclass(frozen=True)
+class AddClusterNode(_TableFields):
+    """Add a node to the cluster (up since `since_ms`), or update a known node's address."""
+
+    name: str
+    host: str
+    cluster_port: int
+    amqp_port: int
+    http_port: int
+    since_ms: int
+
+
+@dataclass(frozen=True)
+class RemoveClusterNode(_TableFields):
+    name: str
+
+
+@dataclass(frozen=True)
+class SetNodeLiveness(_TableFields):
+    name: str
+    up: bool
+    since_ms: int
+
+
+@dataclass(frozen=True)
+class SetQueuePlacement(_TableFields):
+    """Move a queue: its new leader node and replica set (leader first)."""
+
+    vhost: str
+    name: str
+    leader_node: str
+    members: tuple[str, ...]
+
+
 Command = (
     AddVhost | DeleteVhost | PutUser | DeleteUser | SetPermissions | ClearPermissions
     | DeclareExchange | DeleteExchange | Bind | Unbind | DeclareQueue | DeleteQueue
-    | PutPolicy | DeletePolicy
+    | PutPolicy | DeletePolicy | AddClusterNode | RemoveClusterNode | SetNodeLiveness
+    | SetQueuePlacement
 )  # fmt: skip
 
 COMMAND_TYPES: dict[str, type[Command]] = {

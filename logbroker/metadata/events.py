@@ -6,13 +6,16 @@ a binding that already exists), which is still a success. Cascades are
 explicit: deleting a queue lists the bindings that went with it, an
 auto-delete exchange that lost its last binding appears as
 `ExchangeDeleted(auto_deleted=True)` after the event that caused it.
+
+Cluster events tell the broker shell which nodes exist and are up, and when
+a queue moved to another leader or replica set (`cluster_commands`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from logbroker.metadata.records import ExchangeRecord, QueueRecord
+from logbroker.metadata.records import ClusterNodeRecord, ExchangeRecord, QueueRecord
 from logbroker.routing import Binding
 
 
@@ -107,10 +110,50 @@ class PolicyChanged:
     exchanges: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterNodeAdded:
+    node: ClusterNodeRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterNodeUpdated:
+    """A known node's address changed; its liveness is kept."""
+
+    node: ClusterNodeRecord
+    previous: ClusterNodeRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterNodeRemoved:
+    """`queues_led` / `queues_replicated`: (vhost, queue) pairs whose record still
+    names the removed node as leader / as a member; their records are kept."""
+
+    node: ClusterNodeRecord
+    queues_led: tuple[tuple[str, str], ...]
+    queues_replicated: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLivenessChanged:
+    """`node` is the new record: `node.up`, since `node.since_ms`."""
+
+    node: ClusterNodeRecord
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePlacementChanged:
+    """`queue` is the new record; the previous leader and members are given for fencing."""
+
+    queue: QueueRecord
+    previous_leader: str | None
+    previous_members: tuple[str, ...]
+
+
 Event = (
     VhostAdded | VhostUpdated | VhostDeleted | UserPut | UserDeleted | PermissionsSet
     | PermissionsCleared | ExchangeDeclared | ExchangeDeleted | QueueDeclared | QueueDeleted
-    | BindingAdded | BindingRemoved | PolicyChanged
+    | BindingAdded | BindingRemoved | PolicyChanged | ClusterNodeAdded | ClusterNodeUpdated
+    | ClusterNodeRemoved | NodeLivenessChanged | QueuePlacementChanged
 )  # fmt: skip
 
 

@@ -122,7 +122,12 @@ class ExchangeRecord:
 
 @dataclass(frozen=True, slots=True)
 class QueueRecord:
-    """A queue's declaration. An exclusive queue is never durable (as in RabbitMQ)."""
+    """A queue's declaration and placement. An exclusive queue is never durable (as in RabbitMQ).
+
+    `leader_node` is the node the queue's leader replica runs on and `members`
+    its replica set, leader first; `None` / `()` for a queue declared without a
+    placement (a single node that predates clustering).
+    """
 
     vhost: str
     name: str
@@ -130,6 +135,8 @@ class QueueRecord:
     exclusive_owner: str | None
     auto_delete: bool
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    leader_node: str | None = None
+    members: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arguments", freeze_table(self.arguments))
@@ -148,10 +155,13 @@ class QueueRecord:
             "exclusive_owner": self.exclusive_owner,
             "auto_delete": self.auto_delete,
             "arguments": encode_table(self.arguments),
+            "leader_node": self.leader_node,
+            "members": list(self.members),
         }
 
     @classmethod
     def from_json(cls, vhost: str, data: Mapping[str, Any]) -> QueueRecord:
+        """Snapshots written before placement existed have no `leader_node` / `members`."""
         return cls(
             vhost,
             data["name"],
@@ -159,4 +169,46 @@ class QueueRecord:
             data["exclusive_owner"],
             data["auto_delete"],
             decode_table(data["arguments"]),
+            data.get("leader_node"),
+            tuple(data.get("members", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterNodeRecord:
+    """A cluster member: where to reach it, and whether it is up, since when.
+
+    `up` / `since_ms` are the controller's view (`SetNodeLiveness`), recorded
+    so every node agrees on which nodes placement and failover may use.
+    """
+
+    name: str
+    host: str
+    cluster_port: int
+    amqp_port: int
+    http_port: int
+    up: bool
+    since_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "host": self.host,
+            "cluster_port": self.cluster_port,
+            "amqp_port": self.amqp_port,
+            "http_port": self.http_port,
+            "up": self.up,
+            "since_ms": self.since_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClusterNodeRecord:
+        return cls(
+            data["name"],
+            data["host"],
+            data["cluster_port"],
+            data["amqp_port"],
+            data["http_port"],
+            data["up"],
+            data["since_ms"],
         )

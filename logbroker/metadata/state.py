@@ -14,10 +14,11 @@ policy change applies to existing and new objects alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 from logbroker.metadata import access_commands as access
+from logbroker.metadata import cluster_commands as cluster
 from logbroker.metadata import policy_commands as policy_cmds
 from logbroker.metadata import topology_commands as topology
 from logbroker.metadata.commands import Command, DeleteExchange, DeleteQueue
@@ -36,6 +37,7 @@ from logbroker.metadata.policies import (
     matching_policy,
 )
 from logbroker.metadata.records import (
+    ClusterNodeRecord,
     ExchangeRecord,
     PermissionRecord,
     QueueRecord,
@@ -61,6 +63,10 @@ _PLANNERS: dict[str, _Planner] = {
     "DeleteQueue": topology.plan_delete_queue,
     "PutPolicy": policy_cmds.plan_put_policy,
     "DeletePolicy": policy_cmds.plan_delete_policy,
+    "AddClusterNode": cluster.plan_add_cluster_node,
+    "RemoveClusterNode": cluster.plan_remove_cluster_node,
+    "SetNodeLiveness": cluster.plan_set_node_liveness,
+    "SetQueuePlacement": cluster.plan_set_queue_placement,
 }
 
 
@@ -183,6 +189,39 @@ class MetadataState:
         policy = self.effective_policy(vhost, "exchange", name)
         alternate = effective_alternate_exchange(exchange.arguments, policy)
         return ExchangeSpec(name, exchange.type, exchange.arguments, alternate)
+
+    def cluster_nodes(self) -> tuple[ClusterNodeRecord, ...]:
+        """The cluster's nodes, by name."""
+        return tuple(sorted(self._data.cluster_nodes.values(), key=lambda node: node.name))
+
+    def cluster_node(self, name: str) -> ClusterNodeRecord | None:
+        return self._data.cluster_nodes.get(name)
+
+    def queue_leader_counts(self) -> dict[str, int]:
+        """How many queues (all vhosts) each node leads.
+
+        Every known node is listed, 0 if it leads none; a node no longer in
+        the cluster but still named as a leader is listed too. Keys by name.
+        """
+        return self._count_nodes(
+            (queue.leader_node,) if queue.leader_node is not None else ()
+            for queue in self._all_queues()
+        )
+
+    def queue_member_counts(self) -> dict[str, int]:
+        """How many queues (all vhosts) each node holds a replica of, leader included."""
+        return self._count_nodes(queue.members for queue in self._all_queues())
+
+    def _all_queues(self) -> Iterator[QueueRecord]:
+        for vhost in self._data.vhosts.values():
+            yield from vhost.queues.values()
+
+    def _count_nodes(self, groups: Iterable[tuple[str, ...]]) -> dict[str, int]:
+        counts = dict.fromkeys(self._data.cluster_nodes, 0)
+        for group in groups:
+            for node in group:
+                counts[node] = counts.get(node, 0) + 1
+        return dict(sorted(counts.items()))
 
     # -- checks for operations that are not commands ------------------------
 

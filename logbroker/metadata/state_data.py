@@ -17,6 +17,7 @@ from logbroker.metadata.binding_table import BindingTable
 from logbroker.metadata.errors import no_user, no_vhost
 from logbroker.metadata.policies import Policy
 from logbroker.metadata.records import (
+    ClusterNodeRecord,
     ExchangeRecord,
     PermissionRecord,
     QueueRecord,
@@ -47,6 +48,7 @@ class StateData:
     vhosts: dict[str, VhostData] = field(default_factory=dict)
     users: dict[str, UserRecord] = field(default_factory=dict)
     permissions: dict[tuple[str, str], PermissionRecord] = field(default_factory=dict)
+    cluster_nodes: dict[str, ClusterNodeRecord] = field(default_factory=dict)
 
     def vhost(self, name: str) -> VhostData:
         """The vhost's tables, or 404 NOT_FOUND."""
@@ -112,6 +114,7 @@ def data_to_json(data: StateData) -> dict[str, Any]:
         "vhosts": [_vhost_to_json(vhost) for vhost in data.vhosts.values()],
         "users": [user.to_json() for user in data.users.values()],
         "permissions": [record.to_json() for record in data.permissions.values()],
+        "cluster_nodes": [record.to_json() for record in data.cluster_nodes.values()],
     }
 
 
@@ -128,4 +131,7 @@ def data_from_json(document: Mapping[str, Any]) -> StateData:
     for item in document["permissions"]:
         record = PermissionRecord.from_json(item)
         data.permissions[(record.user, record.vhost)] = record
+    for item in document.get("cluster_nodes", ()):  # absent in snapshots before clustering
+        node = ClusterNodeRecord.from_json(item)
+        data.cluster_nodes[node.name] = node
     return data

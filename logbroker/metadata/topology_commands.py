@@ -12,7 +12,11 @@ Check order follows `rabbit_channel`:
   while the exchange is the source of a binding (406 `... in use`).
 - queue.declare: reserved prefix first (403, unless server-named), then
   equivalence with an existing queue (405/406) or validation of a new one's
-  arguments (406). An exclusive queue is never durable.
+  arguments (406). An exclusive queue is never durable. The placement
+  (`leader_node`, `members`) is the declaring node's decision: a new queue
+  takes it (its shape checked, `cluster_commands.check_placement`); a
+  redeclare neither compares nor changes it, so the queue stays where it
+  was first placed.
 - queue.delete: absent is fine.
 - bind/unbind: neither end may be the default exchange (403); both ends must
   exist (404, source first); the source's type validates the binding (406).
@@ -29,6 +33,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from logbroker.metadata.cluster_commands import check_placement
 from logbroker.metadata.commands import (
     Bind,
     DeclareExchange,
@@ -176,9 +181,10 @@ def plan_declare_queue(data: StateData, command: DeclareQueue) -> Plan:
         )
         return _nothing
     validate_queue_arguments(command.vhost, command.name, command.arguments)
+    check_placement(command.leader_node, command.members)
     record = QueueRecord(
         command.vhost, command.name, durable, command.exclusive_owner, command.auto_delete,
-        command.arguments,
+        command.arguments, command.leader_node, command.members,
     )  # fmt: skip
 
     def declare() -> list[Event]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from logbroker.metadata import (
+    AddClusterNode,
     AddVhost,
     Bind,
     ClearPermissions,
@@ -18,7 +19,10 @@ from logbroker.metadata import (
     DeleteVhost,
     PutPolicy,
     PutUser,
+    RemoveClusterNode,
+    SetNodeLiveness,
     SetPermissions,
+    SetQueuePlacement,
     Unbind,
 )
 
@@ -52,8 +56,16 @@ declare_exchanges = st.builds(
     DeclareExchange, vhosts, exchanges, st.sampled_from(["direct", "fanout", "fanout", "nope"]),
     st.booleans(), st.booleans(), st.just(False), exchange_args,
 )  # fmt: skip
-declare_queues = st.builds(
-    DeclareQueue, vhosts, queues, st.booleans(), owners, st.booleans(), queue_args
+nodes = st.sampled_from(["n1", "n2", "n3", ""])
+placements = st.sampled_from([
+    (None, ()), (None, ()), ("n1", ("n1",)), ("n2", ("n2", "n1")), ("n3", ("n3", "n1", "n2")),
+    ("n1", ()), ("n1", ("n2", "n1")), (None, ("n1",)), ("n1", ("n1", "n1")),
+])  # fmt: skip
+declare_queues = st.tuples(
+    vhosts, queues, st.booleans(), owners, st.booleans(), queue_args, placements
+).map(lambda t: DeclareQueue(t[0], t[1], t[2], t[3], t[4], t[5], False, t[6][0], t[6][1]))
+set_placements = st.tuples(vhosts, queues, placements).map(
+    lambda t: SetQueuePlacement(t[0], t[1], t[2][0] or "", t[2][1])
 )
 commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(AddVhost, st.just("v")),
@@ -76,16 +88,32 @@ commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(PutPolicy, vhosts, st.sampled_from(["p1", "p2"]), st.sampled_from(["q", "^x", "("]),
               st.sampled_from(["all", "queues", "exchanges"]), st.integers(0, 2), definitions),
     st.builds(DeletePolicy, vhosts, st.sampled_from(["p1", "p2"])),
+    st.builds(AddClusterNode, nodes, st.sampled_from(["h1", "h2", ""]),
+              st.sampled_from([25672, 25673, 0]), st.just(5672), st.just(15672),
+              st.integers(0, 5)),
+    st.builds(RemoveClusterNode, nodes),
+    st.builds(SetNodeLiveness, nodes, st.booleans(), st.integers(0, 5)),
+    set_placements,
+    set_placements,
 )  # fmt: skip
 
 # A starting topology, so random commands meet existing objects and cascades.
 SETUP: list[Command] = [
     AddVhost("v"),
     PutUser("bob", "h"),
+    AddClusterNode("n1", "h1", 25672, 5672, 15672, 0),
+    AddClusterNode("n2", "h2", 25672, 5672, 15672, 0),
     DeclareExchange("/", "x1", "direct", auto_delete=True),
     DeclareExchange("/", "x2", "fanout", auto_delete=True),
     DeclareQueue("/", "q1"),
-    DeclareQueue("/", "q2", durable=True, arguments={"x-max-length": 1}),
+    DeclareQueue(
+        "/",
+        "q2",
+        durable=True,
+        arguments={"x-max-length": 1},
+        leader_node="n2",
+        members=("n2", "n1"),
+    ),
     Bind("/", "x1", "queue", "q1", "a"),
     Bind("/", "x2", "exchange", "x1", "a"),
     Bind("/", "x2", "queue", "q2", "b"),

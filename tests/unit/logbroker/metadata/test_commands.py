@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from logbroker.metadata.commands import (
     COMMAND_TYPES,
+    AddClusterNode,
     AddVhost,
     Bind,
     ClearPermissions,
@@ -25,7 +26,10 @@ from logbroker.metadata.commands import (
     DeleteVhost,
     PutPolicy,
     PutUser,
+    RemoveClusterNode,
+    SetNodeLiveness,
     SetPermissions,
+    SetQueuePlacement,
     Unbind,
     decode_command,
     encode_command,
@@ -53,6 +57,7 @@ tables = st.dictionaries(keys, values, max_size=6)
 names = st.text(max_size=12)
 name_tuples = st.lists(names, max_size=3).map(tuple)
 kinds = st.sampled_from(["queue", "exchange"])
+ports = st.integers(0, 65535)
 
 commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(AddVhost, names, names, name_tuples),
@@ -67,10 +72,14 @@ commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(Bind, names, names, kinds, names, names, tables),
     st.builds(Unbind, names, names, kinds, names, names, tables),
     st.builds(DeclareQueue, names, names, st.booleans(), st.none() | names, st.booleans(),
-              tables, st.booleans()),
+              tables, st.booleans(), st.none() | names, name_tuples),
     st.builds(DeleteQueue, names, names, st.booleans(), st.booleans()),
     st.builds(PutPolicy, names, names, names, names, st.integers(-1000, 1000), tables),
     st.builds(DeletePolicy, names, names),
+    st.builds(AddClusterNode, names, names, ports, ports, ports, st.integers(0, 2**63)),
+    st.builds(RemoveClusterNode, names),
+    st.builds(SetNodeLiveness, names, st.booleans(), st.integers(0, 2**63)),
+    st.builds(SetQueuePlacement, names, names, names, name_tuples),
 )  # fmt: skip
 
 
@@ -100,7 +109,8 @@ def test_every_command_type_is_covered() -> None:
     assert set(COMMAND_TYPES) == {
         "AddVhost", "DeleteVhost", "PutUser", "DeleteUser", "SetPermissions",
         "ClearPermissions", "DeclareExchange", "DeleteExchange", "Bind", "Unbind",
-        "DeclareQueue", "DeleteQueue", "PutPolicy", "DeletePolicy",
+        "DeclareQueue", "DeleteQueue", "PutPolicy", "DeletePolicy", "AddClusterNode",
+        "RemoveClusterNode", "SetNodeLiveness", "SetQueuePlacement",
     }  # fmt: skip
 
 
@@ -125,6 +135,23 @@ def test_non_json_values_survive_exactly() -> None:
     decoded = decode_command(encode_command(Bind("/", "x", "queue", "q", "k", table)))
     assert isinstance(decoded, Bind)
     assert strict_equal(decoded.arguments, table)
+
+
+def test_declare_queue_entries_written_before_placement_still_decode() -> None:
+    data = b'{"type":"DeclareQueue","fields":{"vhost":"/","name":"q","durable":true}}'
+    decoded = decode_command(data)
+    assert decoded == DeclareQueue("/", "q", durable=True)
+    assert isinstance(decoded, DeclareQueue)
+    assert decoded.leader_node is None
+    assert decoded.members == ()
+
+
+def test_placement_fields_round_trip() -> None:
+    command = DeclareQueue("/", "q", leader_node="n2", members=["n2", "n1"])  # type: ignore[arg-type]
+    assert command.members == ("n2", "n1")
+    assert decode_command(encode_command(command)) == command
+    move = SetQueuePlacement("/", "q", "n1", ("n1", "n3"))
+    assert decode_command(encode_command(move)) == move
 
 
 def test_tables_keep_their_key_order() -> None:
@@ -164,6 +191,13 @@ def test_commands_are_immutable() -> None:
         b'{"$t": "bytes", "v": "!!"}}}',
         b'{"type": "DeclareQueue", "fields": {"vhost": "/", "name": "q", "arguments": [1]}}',
         b'{"type": "PutUser", "fields": {"name": "u", "password_hash": "h", "tags": [1]}}',
+        b'{"type": "DeclareQueue", "fields": {"vhost": "/", "name": "q", "leader_node": 1}}',
+        b'{"type": "DeclareQueue", "fields": {"vhost": "/", "name": "q", "members": "n1"}}',
+        b'{"type": "SetNodeLiveness", "fields": {"name": "n", "up": 1, "since_ms": 0}}',
+        b'{"type": "SetNodeLiveness", "fields": {"name": "n", "up": true, "since_ms": true}}',
+        b'{"type": "AddClusterNode", "fields": {"name": "n", "host": "h", "cluster_port": 1}}',
+        b'{"type": "SetQueuePlacement", "fields": {"vhost": "/", "name": "q", '
+        b'"leader_node": "n1"}}',
         b"\xff\xfe",
     ],
 )
