@@ -16,8 +16,8 @@ import ipaddress
 import logging
 import os
 import shutil
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, Protocol
 
 from logbroker.broker_config import BrokerConfig, Session
 from logbroker.connections import ConnectionRegistry
@@ -42,6 +42,7 @@ from logbroker.metadata import (
 )
 from logbroker.publishing import Publisher
 from logbroker.queue.queue_core import Overflow, QueueLimits
+from logbroker.queue.queue_endpoint import RemoteQueueEndpoint, RemoteQueues
 from logbroker.queue.queue_shell import QueueSettings, QueueShell
 from logbroker.queue.retention import Retention, max_age_ms
 from logbroker.resource_alarms import (
@@ -59,16 +60,38 @@ Permission = Literal["configure", "write", "read"]
 RETENTION_SWEEP_S = 30.0
 
 
+class MetadataLog(Protocol):
+    """Where the definitions live: `MetadataStore` on a standalone node, the Raft-replicated
+    metadata (`logbroker.cluster`) on a clustered one."""
+
+    @property
+    def state(self) -> MetadataState: ...
+
+    def close(self) -> None: ...
+
+
+Proposer = Callable[[Command], Awaitable[object]]
+Placer = Callable[[str, str, Mapping[str, Any], bool], tuple[str, tuple[str, ...]]]
+
+
 class Broker:
-    def __init__(self, config: BrokerConfig, fs: FileSystem, store: MetadataStore) -> None:
+    def __init__(self, config: BrokerConfig, fs: FileSystem, store: MetadataLog,
+                 proposer: Proposer | None = None) -> None:
         self.config = config
         self.fs = fs
         self.store = store
+        # Set on a clustered node: definition changes go through the Raft log, and
+        # `react` runs when each committed command is applied (on every node).
+        self._proposer = proposer
         self._routers: dict[str, ExchangeRouter] = {}
         self._queues: dict[tuple[str, str], QueueShell] = {}
         self._closing: set[asyncio.Future[None]] = set()
         self._background: set[asyncio.Future[Applied]] = set()
-        self.publisher = Publisher(self.router, self.queue)
+        # Set by the cluster node: queues led elsewhere, reached over the cluster link.
+        self.remote: RemoteQueues | None = None
+        # Set by the cluster node: where a new queue's leader and replicas go.
+        self.placer: Placer | None = None
+        self.publisher = Publisher(self.router, self.queue, lambda: self.remote)
         self.connections = ConnectionRegistry()
         self._retention_task: asyncio.Future[None] | None = None
         watermarks = Watermarks(
@@ -94,9 +117,18 @@ class Broker:
         for vhost in store.state.vhosts():
             for record in store.state.queues(vhost.name):
                 broker._open_queue(vhost.name, record.name)
-        broker.resources.start()
-        broker._retention_task = asyncio.ensure_future(broker._sweep_retention())
+        broker.start_background()
         return broker
+
+    def start_background(self) -> None:
+        """Resource alarms and the retention sweep (call inside the event loop)."""
+        self.resources.start()
+        self._retention_task = asyncio.ensure_future(self._sweep_retention())
+
+    def bootstrap_commands(self) -> list[Command]:
+        """What a brand-new broker's metadata starts with: the default vhost and user."""
+        password_hash = hash_password(self.config.default_password, os.urandom(4))
+        return bootstrap_commands(password_hash, self.config.default_user)
 
     async def close(self) -> None:
         if self._retention_task is not None:
@@ -121,6 +153,14 @@ class Broker:
 
     def queue(self, vhost: str, name: str) -> QueueShell | None:
         return self._queues.get((vhost, name))
+
+    def endpoint(self, vhost: str, name: str) -> QueueShell | RemoteQueueEndpoint | None:
+        """The queue to consume from or settle on: its shell here, or the endpoint that
+        forwards to its leader node (BrokerError 404 naming the node if that is down)."""
+        shell = self._queues.get((vhost, name))
+        if shell is not None or self.remote is None:
+            return shell
+        return self.remote.endpoint(vhost, name)
 
     def queues_of(self, vhost: str) -> list[QueueShell]:
         return [shell for (v, _), shell in self._queues.items() if v == vhost]
@@ -156,6 +196,9 @@ class Broker:
         log has committed it (`logbroker.cluster`); a standalone node's store
         has made it durable before this returns either way.
         """
+        if self._proposer is not None:
+            await self._proposer(command)
+            return Applied()
         return self._apply(command)
 
     def apply_soon(self, command: Command) -> None:
@@ -170,6 +213,7 @@ class Broker:
             logger.warning("background definition change failed: %s", task.exception())
 
     def _apply(self, command: Command) -> Applied:
+        assert isinstance(self.store, MetadataStore), "a clustered node applies through Raft"
         applied = self.store.apply(command)
         self.react(applied)
         return applied
@@ -202,8 +246,33 @@ class Broker:
         digest = hashlib.sha256(f"{vhost}\0{name}".encode()).hexdigest()[:32]
         return os.path.join(self.config.data_dir, "queues", digest)
 
+    def place_queue(self, vhost: str, name: str, arguments: Mapping[str, Any],
+                    exclusive: bool) -> tuple[str | None, tuple[str, ...]]:
+        """(leader node, replica set) for a queue about to be declared; a standalone
+        node records none (every queue is local)."""
+        if self.placer is None:
+            return None, ()
+        return self.placer(vhost, name, arguments, exclusive)
+
+    def leads_queue(self, vhost: str, name: str) -> bool:
+        """Whether this node runs the queue (standalone: every queue)."""
+        record = self.state.queue(vhost, name)
+        return record is not None and record.leader_node in (None, self.config.node_name)
+
+    def reconcile(self) -> None:
+        """Bring every router and queue shell in line with the whole state (after a
+        Raft snapshot replaced it, or when this node starts in a cluster)."""
+        self._routers.clear()
+        wanted = {(v.name, q.name) for v in self.state.vhosts() for q in self.state.queues(v.name)
+                  if self.leads_queue(v.name, q.name)}
+        for vhost, name in list(self._queues):
+            if (vhost, name) not in wanted:
+                self._drop_queue(vhost, name)
+        for vhost, name in sorted(wanted):
+            self._open_queue(vhost, name)
+
     def _open_queue(self, vhost: str, name: str) -> None:
-        if (vhost, name) in self._queues:
+        if (vhost, name) in self._queues or not self.leads_queue(vhost, name):
             return
         settings = self.queue_settings(vhost, name)
         shell = QueueShell.open(settings, self.fs, self.queue_directory(vhost, name))

@@ -24,6 +24,12 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     retention_bytes = 1073741824
     [limits]
     max_message_bytes = 134217728
+    [cluster]
+    port = 25672                # the cluster link (clustering is on with peers or join)
+    peers = "n1@host1:25672,n2@host2:25672,n3@host3:25672"   # founding members
+    join = "n1@host1:25672"     # or: start empty and join through this member
+    secret_file = "~/.logbroker.secret"   # like RabbitMQ's Erlang cookie
+    queue_leader_locator = "client-local" # client-local | balanced | random
 """
 
 from __future__ import annotations
@@ -37,11 +43,15 @@ import sys
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from logbroker.broker_config import BrokerConfig
 from segments.errors import DataDirLockedError
 from segments.group_commit import FsyncPolicy
+
+if TYPE_CHECKING:
+    from logbroker.cluster.cluster_node import ClusterNode
+    from logbroker.cluster.cluster_settings import ClusterSettings
 
 logger = logging.getLogger("logbroker")
 
@@ -59,7 +69,14 @@ SETTINGS: tuple[tuple[str, str, str, str, type], ...] = (
     ("max_message_bytes", "LOGBROKER_MAX_MESSAGE_BYTES", "limits", "max_message_bytes", int),
     ("retention_ms", "LOGBROKER_RETENTION_MS", "storage", "retention_ms", int),
     ("retention_bytes", "LOGBROKER_RETENTION_BYTES", "storage", "retention_bytes", int),
+    ("cluster_port", "LOGBROKER_CLUSTER_PORT", "cluster", "port", int),
+    ("peers", "LOGBROKER_PEERS", "cluster", "peers", str),
+    ("join", "LOGBROKER_JOIN", "cluster", "join", str),
+    ("cluster_secret_file", "LOGBROKER_CLUSTER_SECRET_FILE", "cluster", "secret_file", str),
+    ("queue_leader_locator", "LOGBROKER_QUEUE_LEADER_LOCATOR", "cluster",
+     "queue_leader_locator", str),
 )
+SECRET_VARIABLE = "LOGBROKER_CLUSTER_SECRET"
 
 
 @dataclass
@@ -76,7 +93,17 @@ class ServeSettings:
     max_message_bytes: int = 128 * 1024 * 1024
     retention_ms: int = 24 * 3600 * 1000
     retention_bytes: int = 1 << 30
+    cluster_port: int | None = None
+    peers: str = ""
+    join: str = ""
+    cluster_secret_file: str = "~/.logbroker.secret"
+    queue_leader_locator: str = "client-local"
+    cluster_secret: str = ""  # from LOGBROKER_CLUSTER_SECRET only: never a flag (ps shows flags)
     sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def clustered(self) -> bool:
+        return bool(self.peers or self.join or self.cluster_port is not None)
 
     def broker_config(self) -> BrokerConfig:
         return BrokerConfig(
@@ -126,6 +153,7 @@ def resolve_settings(
         FsyncPolicy.parse(settings.fsync)
     except ValueError as error:
         raise SettingsError(str(error)) from error
+    settings.cluster_secret = environment.get(SECRET_VARIABLE, "")
     return settings
 
 
@@ -135,7 +163,12 @@ async def serve(settings: ServeSettings) -> int:
     from api.http.server import start_http_server
     from logbroker.broker import Broker  # here: the client subcommands do not need it
 
-    broker = Broker.open(settings.broker_config())
+    cluster = None
+    if settings.clustered:
+        cluster = await _start_cluster_node(settings)
+        broker = cluster.broker
+    else:
+        broker = Broker.open(settings.broker_config())
     server_config = AmqpServerConfig(
         heartbeat_s=settings.heartbeat_s, frame_max=settings.frame_max,
         channel_max=settings.channel_max, max_message_bytes=settings.max_message_bytes,
@@ -146,7 +179,8 @@ async def serve(settings: ServeSettings) -> int:
                 settings.node_name, settings.host, settings.amqp_port,
                 os.path.abspath(settings.data_dir))
     context = ApiContext(broker, Listeners(settings.amqp_port, settings.http_port,
-                                           settings.host))
+                                           settings.host),
+                         cluster=cluster.membership if cluster is not None else None)
     http = await start_http_server(context, settings.host, settings.http_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -156,9 +190,53 @@ async def serve(settings: ServeSettings) -> int:
     logger.info("shutting down: finishing in-flight confirms")
     await http.stop()
     await stop_amqp_server(server)
-    await broker.close()
+    if cluster is not None:
+        await cluster.stop()
+    else:
+        await broker.close()
     logger.info("stopped")
     return 0
+
+
+def cluster_settings(settings: ServeSettings) -> ClusterSettings:
+    """The cluster part of the serve settings; raises SettingsError for bad values."""
+    from logbroker.cluster.cluster_settings import (
+        DEFAULT_CLUSTER_PORT,
+        ClusterSettings,
+        PeerSpecError,
+        parse_peers,
+    )
+    from replication.transport import ClusterSecretError, load_or_create_secret
+
+    try:
+        peers = parse_peers(settings.peers)
+        seeds = parse_peers(settings.join) if settings.join else ()
+    except PeerSpecError as error:
+        raise SettingsError(str(error)) from error
+    if settings.join and any(peer.name != settings.node_name for peer in peers):
+        raise SettingsError("--join and --peers exclude each other: a joining node learns "
+                            "the members from the cluster")
+    if settings.cluster_secret:
+        secret = settings.cluster_secret.encode()
+    else:
+        try:
+            secret = load_or_create_secret(os.path.expanduser(settings.cluster_secret_file))
+        except (ClusterSecretError, OSError) as error:
+            raise SettingsError(f"cluster secret: {error}") from error
+    return ClusterSettings(
+        node_name=settings.node_name, secret=secret, bind_host=settings.host,
+        cluster_port=settings.cluster_port or DEFAULT_CLUSTER_PORT,
+        peers=peers + seeds, join=bool(settings.join), amqp_port=settings.amqp_port,
+        http_port=settings.http_port, default_locator=settings.queue_leader_locator,
+    )
+
+
+async def _start_cluster_node(settings: ServeSettings) -> ClusterNode:
+    from logbroker.cluster.cluster_node import ClusterNode
+
+    node = ClusterNode(cluster_settings(settings), settings.broker_config())
+    await node.start()
+    return node
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,6 +23,7 @@ from logbroker.metadata import (
     DeleteQueue,
     Unbind,
 )
+from logbroker.queue.queue_endpoint import RemoteQueueEndpoint
 from logbroker.queue.queue_shell import QueueShell
 
 
@@ -46,15 +47,22 @@ async def declare_queue(
         if server_named:
             name = server_generated_name()
         broker.check(session, "queue", name, "configure")
+        if broker.state.queue(vhost, name) is None:
+            leader_node, members = broker.place_queue(vhost, name, arguments or {}, exclusive)
+        else:
+            leader_node, members = None, ()  # a redeclare keeps the queue where it is
         await broker.apply(DeclareQueue(
             vhost, name, durable=durable,
             exclusive_owner=session.connection_id if exclusive else None,
             auto_delete=auto_delete, arguments=dict(arguments or {}), server_named=server_named,
+            leader_node=leader_node, members=members,
         ))
         broker.state.check_queue_access(vhost, name, session.connection_id)
-    shell = _shell(broker, vhost, name)
-    shell.core.touch(shell.clock())
-    return name, shell.core.message_count, shell.core.consumer_count
+    endpoint = _endpoint(broker, vhost, name)
+    if not isinstance(endpoint, QueueShell):
+        return (name, *await endpoint.counts())
+    endpoint.core.touch(endpoint.clock())
+    return name, endpoint.core.message_count, endpoint.core.consumer_count
 
 
 async def delete_queue(
@@ -65,21 +73,38 @@ async def delete_queue(
     vhost = session.vhost
     broker.state.check_queue_access(vhost, name, session.connection_id)
     broker.check(session, "queue", name, "configure")
-    shell = _shell(broker, vhost, name)
-    if if_unused and shell.core.consumer_count:
+    count, consumers = await _counts(broker, vhost, name, for_delete=True)
+    if if_unused and consumers:
         raise BrokerError(PRECONDITION_FAILED, f"queue '{name}' in vhost '{vhost}' in use")
-    if if_empty and shell.core.message_count:
+    if if_empty and count:
         raise BrokerError(PRECONDITION_FAILED, f"queue '{name}' in vhost '{vhost}' is not empty")
-    count = shell.core.message_count
     await broker.apply(DeleteQueue(vhost, name, if_unused=if_unused, if_empty=if_empty))
     return count
+
+
+async def _counts(broker: Broker, vhost: str, name: str, for_delete: bool = False
+                  ) -> tuple[int, int]:
+    """(ready messages, consumers). A queue whose leader node is down can still be
+    deleted, as RabbitMQ deletes a durable queue whose home node is gone."""
+    try:
+        endpoint = _endpoint(broker, vhost, name)
+    except BrokerError:
+        if for_delete and broker.state.queue(vhost, name) is not None:
+            return 0, 0
+        raise
+    if isinstance(endpoint, QueueShell):
+        return endpoint.core.message_count, endpoint.core.consumer_count
+    return await endpoint.counts()
 
 
 async def purge_queue(broker: Broker, session: Session, name: str) -> int:
     """queue.purge: removes ready messages (not unacked ones); returns how many."""
     broker.state.check_queue_access(session.vhost, name, session.connection_id)
     broker.check(session, "queue", name, "read")
-    return _shell(broker, session.vhost, name).purge()
+    endpoint = _endpoint(broker, session.vhost, name)
+    if isinstance(endpoint, QueueShell):
+        return endpoint.purge()
+    return await endpoint.purge()
 
 
 async def declare_exchange(
@@ -133,9 +158,9 @@ async def delete_exclusive_queues(broker: Broker, connection_id: str) -> None:
         await broker.apply(DeleteQueue(record.vhost, record.name))
 
 
-def _shell(broker: Broker, vhost: str, name: str) -> QueueShell:
-    shell = broker.queue(vhost, name)
-    if shell is None:
+def _endpoint(broker: Broker, vhost: str, name: str) -> QueueShell | RemoteQueueEndpoint:
+    endpoint = broker.endpoint(vhost, name)
+    if endpoint is None:
         raise BrokerError(NOT_FOUND, f"no queue '{name}' in vhost '{vhost}'")
-    return shell
+    return endpoint
 

@@ -19,6 +19,7 @@ from logbroker.dead_letter import dead_lettered, drop_cycles
 from logbroker.message import Message
 from logbroker.queue.effects import DeadLetterReason
 from logbroker.queue.queue_core import Admission
+from logbroker.queue.queue_endpoint import RemoteQueues
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.routing import ExchangeRouter, RoutedMessage
 
@@ -31,21 +32,40 @@ class PublishResult:
 
 QueueLookup = Callable[[str, str], QueueShell | None]
 RouterLookup = Callable[[str], ExchangeRouter]
+RemoteLookup = Callable[[], RemoteQueues | None]
 
 
 class Publisher:
-    def __init__(self, routers: RouterLookup, queues: QueueLookup) -> None:
+    """Routes and appends. In a cluster, queues led by other nodes get their share
+    through `RemoteQueues.publish`, one request per node and batch, in call order."""
+
+    def __init__(self, routers: RouterLookup, queues: QueueLookup,
+                 remote: RemoteLookup = lambda: None) -> None:
         self._routers = routers
         self._queues = queues
+        self._remote = remote
 
     def route(self, vhost: str, exchange: str, message: Message) -> list[QueueShell]:
+        """The local queues `message` goes to (see `route_all` for remote ones)."""
+        return self.route_all(vhost, exchange, message)[0]
+
+    def route_all(self, vhost: str, exchange: str, message: Message
+                  ) -> tuple[list[QueueShell], list[str]]:
+        """(shells of local target queues, names of target queues led by other nodes)."""
         routed = self._routers(vhost).route(
             exchange,
             RoutedMessage(message.routing_key, message.properties.headers,
                           _routing_properties(message)),
         )
-        shells = [self._queues(vhost, name) for name in routed.queues]
-        return [shell for shell in shells if shell is not None]
+        shells: list[QueueShell] = []
+        remote: list[str] = []
+        for name in routed.queues:
+            shell = self._queues(vhost, name)
+            if shell is not None:
+                shells.append(shell)
+            elif self._remote() is not None:
+                remote.append(name)
+        return shells, remote
 
     async def publish(self, vhost: str, message: Message) -> PublishResult:
         return (await self.publish_batch(vhost, [message]))[0]
@@ -60,9 +80,36 @@ class Publisher:
         """
         now_ms = int(time.time() * 1000)
         routed = []
-        for message in messages:
+        forwarded: list[tuple[int, Message, list[str]]] = []
+        for index, message in enumerate(messages):
             message.timestamp_ms = message.timestamp_ms or now_ms
-            routed.append((message, self.route(vhost, message.exchange, message)))
+            shells, remote = self.route_all(vhost, message.exchange, message)
+            routed.append((message, shells))
+            if remote:
+                forwarded.append((index, message, remote))
+        if not forwarded:
+            return await self._deliver(routed)
+        return await self._deliver_with_remote(vhost, routed, forwarded)
+
+    async def _deliver_with_remote(
+        self, vhost: str, routed: Sequence[tuple[Message, list[QueueShell]]],
+        forwarded: Sequence[tuple[int, Message, list[str]]],
+    ) -> list[PublishResult]:
+        remote = self._remote()
+        assert remote is not None
+        # Sent before anything awaits, so a publisher's messages keep their order on
+        # every node.
+        sent = remote.publish(vhost, [(message, names) for _, message, names in forwarded])
+        local = await self._deliver(routed)
+        confirmed = await sent
+        results = list(local)
+        for (index, _, _), ok in zip(forwarded, confirmed, strict=True):
+            results[index] = PublishResult(routed=True, confirmed=results[index].confirmed and ok)
+        return results
+
+    async def deliver_routed(self, routed: Sequence[tuple[Message, list[QueueShell]]]
+                             ) -> list[PublishResult]:
+        """Publish messages already routed to local queues (forwarded by another node)."""
         return await self._deliver(routed)
 
     async def _deliver(self, routed: Sequence[tuple[Message, list[QueueShell]]]
@@ -105,8 +152,11 @@ class Publisher:
         )
         republished.exchange = exchange
         republished.routing_key = routing_key
-        targets = self.route(vhost, exchange, republished)
-        allowed = set(drop_cycles(republished, [shell.name for shell in targets]))
+        targets, remote_names = self.route_all(vhost, exchange, republished)
+        allowed = set(drop_cycles(republished, [shell.name for shell in targets] + remote_names))
+        remote = self._remote()
+        if remote is not None and any(name in allowed for name in remote_names):
+            await remote.publish(vhost, [(republished, [n for n in remote_names if n in allowed])])
         await self._deliver([(republished, [t for t in targets if t.name in allowed])])
 
 

@@ -66,7 +66,7 @@ from logbroker.definitions import server_generated_name
 from logbroker.errors import NOT_IMPLEMENTED, PRECONDITION_FAILED, BrokerError
 from logbroker.message import Message
 from logbroker.publish_checks import check_publish
-from logbroker.queue.queue_shell import QueueShell
+from logbroker.queue.queue_endpoint import QueueEndpoint
 
 __all__ = ["ChannelSession"]
 
@@ -84,7 +84,7 @@ ChannelEvent = ChannelMethod | Publish
 
 @dataclass(frozen=True, slots=True)
 class _Consumer:
-    shell: QueueShell
+    shell: QueueEndpoint
     no_ack: bool
 
 
@@ -100,14 +100,14 @@ class ChannelSession:
         self._on_closed = on_closed
         self._definitions = ChannelDefinitions(ctx.broker, ctx.session, ctx.direct_reply.exists)
         self._reply = ReplyEndpoint(ctx.direct_reply, self._deliver_reply)
-        self._tags: DeliveryTags[QueueShell] = DeliveryTags()
+        self._tags: DeliveryTags[QueueEndpoint] = DeliveryTags()
         self._consumers: dict[str, _Consumer] = {}
         self._queues_used: set[str] = set()
         self._prefetch_count = 0  # for consumers created from now on
         self._global_prefetch = 0  # channel-wide; 0: no limit
         self._since_flush = 0  # deliveries since the shell last flushed our output
         self._pipeline = PublishPipeline(ctx, number)
-        self._tx: Transaction[QueueShell] | None = None
+        self._tx: Transaction[QueueEndpoint] | None = None
         # Set while earlier publishes (or a tx.commit) are unanswered: later events wait.
         self._backlog: deque[ChannelEvent] | None = None
         self._tasks: set[asyncio.Future[base.Frame | None]] = set()
@@ -341,7 +341,7 @@ class ChannelSession:
             self._tags.restore(settlement.deliveries)
         self._send(commands.Tx.RollbackOk())
 
-    def _transaction(self) -> Transaction[QueueShell]:
+    def _transaction(self) -> Transaction[QueueEndpoint]:
         if self._tx is None:
             raise BrokerError(PRECONDITION_FAILED, "channel is not transactional")
         return self._tx
@@ -368,19 +368,25 @@ class ChannelSession:
             if not method.nowait:
                 self._send(commands.Basic.ConsumeOk(tag))
             return
+        self._run_async(self._consume_queue(method, queue), method)
+
+    async def _consume_queue(self, method: commands.Basic.Consume, queue: str) -> None:
         ctx = self._ctx
-        tag = consuming.consume(
+        tag, endpoint = await consuming.consume(
             ctx.broker, ctx.session, queue, self, consumer_tag=method.consumer_tag,
             no_ack=method.no_ack, exclusive=method.exclusive,
             prefetch_count=self._prefetch_count, arguments=method.arguments,
         )  # fmt: skip
-        shell = ctx.broker.queue(ctx.session.vhost, queue)
-        assert shell is not None  # consume() found it
-        self._consumers[tag] = _Consumer(shell, method.no_ack)
+        if self.closed:  # closed while a remote leader registered the consumer
+            consuming.cancel(ctx.broker, ctx.session, queue, tag)
+            return
+        self._consumers[tag] = _Consumer(endpoint, method.no_ack)
         self._queues_used.add(queue)
+        # Sent here, not when the task is done: the queue's pump (scheduled by the
+        # registration) must find the consumer known and its consume-ok sent.
         if not method.nowait:
-            # Deliveries start from the queue's pump, after this reply went out.
             self._send(commands.Basic.ConsumeOk(tag))
+        endpoint.schedule_pump()
 
     def _cancel(self, method: commands.Basic.Cancel) -> None:
         tag = method.consumer_tag or ""
@@ -393,16 +399,22 @@ class ChannelSession:
             self._send(commands.Basic.CancelOk(tag))
 
     def _get(self, method: commands.Basic.Get) -> None:
+        self._run_async(self._get_message(method), method)
+
+    async def _get_message(self, method: commands.Basic.Get) -> None:
         ctx = self._ctx
         queue = self._definitions.queue_name(method.queue)
-        found = consuming.get(ctx.broker, ctx.session, queue, self._key, method.no_ack)
+        found = await consuming.get(ctx.broker, ctx.session, queue, self._key, method.no_ack)
         self._queues_used.add(queue)
+        if self.closed:
+            if found is not None and not method.no_ack:
+                found[4].reject([found[0]], requeue=True)
+            return
         if found is None:
             self._send(commands.Basic.GetEmpty())
             return
-        offset, redelivered, message, left = found
-        shell = ctx.broker.queue(ctx.session.vhost, queue)
-        entry = None if method.no_ack or shell is None else Unacked(shell, offset, None)
+        offset, redelivered, message, left, endpoint = found
+        entry = None if method.no_ack else Unacked(endpoint, offset, None)
         tag = self._tags.issue(entry)
         reply = commands.Basic.GetOk(tag, redelivered, message.exchange, message.routing_key, left)
         ctx.machine.send_content(self.number, reply, message.encoded_properties(), message.body)
@@ -429,13 +441,13 @@ class ChannelSession:
         if isinstance(method, commands.Basic.Recover):
             self._send(commands.Basic.RecoverOk())
 
-    def _settle_or_hold(self, settlement: Settlement[QueueShell]) -> None:
+    def _settle_or_hold(self, settlement: Settlement[QueueEndpoint]) -> None:
         if self._tx is not None:
             self._tx.settlements.append(settlement)
         else:
             self._settle(settlement)
 
-    def _settle(self, settlement: Settlement[QueueShell]) -> None:
+    def _settle(self, settlement: Settlement[QueueEndpoint]) -> None:
         apply_settlement(self._ctx.broker, self._ctx.session.vhost, settlement)
         if self._global_prefetch:
             self.resume()  # channel credit grew for every queue we consume from

@@ -22,8 +22,9 @@ from typing import Generic, TypeVar
 
 from api.amqp.delivery_tags import Unacked
 from logbroker.broker import Broker
+from logbroker.errors import BrokerError
 from logbroker.message import Message
-from logbroker.queue.queue_shell import QueueShell
+from logbroker.queue.queue_endpoint import QueueEndpoint
 
 __all__ = ["Settlement", "Transaction", "apply_settlement"]
 
@@ -53,15 +54,22 @@ class Transaction(Generic[T]):
         return publishes, settlements
 
 
-def apply_settlement(broker: Broker, vhost: str, settlement: Settlement[QueueShell]) -> None:
+def apply_settlement(broker: Broker, vhost: str, settlement: Settlement[QueueEndpoint]) -> None:
     """Ack, or reject (requeue or not), the settled deliveries on their queues."""
-    by_shell: dict[int, tuple[QueueShell, list[int]]] = {}
+    by_shell: dict[int, tuple[QueueEndpoint, list[int]]] = {}
     for _tag, entry in settlement.deliveries:
         by_shell.setdefault(id(entry.target), (entry.target, []))[1].append(entry.offset)
     for shell, offsets in by_shell.values():
-        if broker.queue(vhost, shell.name) is not shell:
+        if shell.closed or _current(broker, vhost, shell.name) is not shell:
             continue  # the queue was deleted (maybe declared anew): nothing to settle
         if settlement.ack:
             shell.ack(offsets)  # ack / reject pump the queue themselves
         else:
             shell.reject(offsets, settlement.requeue)
+
+
+def _current(broker: Broker, vhost: str, name: str) -> QueueEndpoint | None:
+    try:
+        return broker.endpoint(vhost, name)
+    except BrokerError:
+        return None  # led by a node that is down: the settlement cannot reach it

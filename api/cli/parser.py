@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from api.cli import admin_commands as admin
+from api.cli import cluster_commands as cluster
+from api.cli import dev_cluster, replay_command
 from api.cli import message_commands as messages
-from api.cli import replay_command
 from api.cli.options import connection_parent
 from api.cli.tables import LIST_KINDS
 
@@ -168,6 +169,33 @@ def _add_replay(commands: Subparsers) -> None:
     replay.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _add_cluster(commands: Subparsers) -> None:
+    group = commands.add_parser(
+        "cluster", help="the cluster's members: status, join, leave, forget-node",
+        description=cluster.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = group.add_subparsers(dest="cluster_command", required=True, metavar="COMMAND")
+    status = _command(verbs, "status", cluster.status,
+                      "every member: role, up/down and since when, the leader")
+    status.add_argument("--json", action="store_true", help="the raw GET /api/cluster document")
+    join = _command(verbs, "join", cluster.join,
+                    "add a node (started with --join) to the cluster of the node at --url")
+    join.add_argument("member", metavar="NAME@HOST:PORT",
+                      help="the new node's name and cluster address (port default: 25672)")
+    _command(verbs, "leave", cluster.leave,
+             "the node at --url (exactly one) leaves the cluster")
+    forget = _command(verbs, "forget-node", cluster.forget_node,
+                      "remove a node from the cluster (e.g. one that is gone for good)")
+    forget.add_argument("name", help="the node's name, as `cluster status` lists it")
+
+
+def _add_dev_cluster(commands: Subparsers) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "dev-cluster", help="run a local N-node cluster on 127.0.0.1 until Ctrl-C",
+        description=dev_cluster.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    dev_cluster.add_arguments(parser)
+    parser.set_defaults(handler=dev_cluster.dev_cluster)
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -178,5 +206,5 @@ def _positive(text: str) -> int:
 def add_client_commands(commands: Subparsers) -> None:
     """Add every client subcommand to `logbroker`'s subparsers."""
     for add in (_add_declare, _add_delete, _add_listing, _add_messaging, _add_replay,
-                _add_access):
+                _add_access, _add_cluster, _add_dev_cluster):
         add(commands)

@@ -186,6 +186,21 @@ class AsyncClient(ClientBase):
     async def import_definitions(self, document: Mapping[str, Any]) -> None:
         await self._send(calls.import_definitions(document))
 
+    # ---------------------------------------------------------------- cluster
+
+    async def cluster_status(self) -> dict[str, Any]:
+        """The cluster as the node asked sees it: `node` (that node), `leader`, `term`,
+        `nodes` [{name, host, cluster_port, role, status, since_ms, connected, ...}]."""
+        return await self._send(calls.cluster_status())
+
+    async def add_cluster_node(self, name: str, host: str, cluster_port: int = 25672) -> None:
+        """Make the node `name` (started with `--join`) a member of the cluster."""
+        await self._send(calls.add_cluster_node(name, host, cluster_port))
+
+    async def remove_cluster_node(self, name: str) -> None:
+        """Remove the node `name` from the cluster and forget it."""
+        await self._send(calls.remove_cluster_node(name))
+
     # ---------------------------------------------------------------- data plane
 
     async def publish(self, exchange: str, routing_key: str, body: bytes | str,

@@ -197,6 +197,24 @@ def import_definitions(document: Mapping[str, Any]) -> Call[None]:
     return Call("POST", "/api/definitions", _nothing, dict(document))  # additive: idempotent
 
 
+# ------------------------------------------------------------------- cluster
+
+def cluster_status() -> Call[dict[str, Any]]:
+    """GET /api/cluster: membership, Raft leader and term, each node's liveness."""
+    return Call("GET", "/api/cluster", _object)
+
+
+def add_cluster_node(name: str, host: str, cluster_port: int) -> Call[None]:
+    # Not retried elsewhere after a lost connection: a membership change is reported, not
+    # silently repeated (running it again is safe: a member already there answers 204).
+    body = {"name": name, "host": host, "cluster_port": cluster_port}
+    return Call("POST", "/api/cluster/nodes", _nothing, body, idempotent=False)
+
+
+def remove_cluster_node(name: str) -> Call[None]:
+    return Call("DELETE", f"/api/cluster/nodes/{segment(name)}", _nothing, idempotent=False)
+
+
 # ------------------------------------------------------------------- data plane
 
 def publish(vhost: str, exchange: str, message: OutgoingMessage) -> Call[PublishResult]:

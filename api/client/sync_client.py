@@ -188,6 +188,21 @@ class Client(ClientBase):
     def import_definitions(self, document: Mapping[str, Any]) -> None:
         self._send(calls.import_definitions(document))
 
+    # ---------------------------------------------------------------- cluster
+
+    def cluster_status(self) -> dict[str, Any]:
+        """The cluster as the node asked sees it: `node` (that node), `leader`, `term`,
+        `nodes` [{name, host, cluster_port, role, status, since_ms, connected, ...}]."""
+        return self._send(calls.cluster_status())
+
+    def add_cluster_node(self, name: str, host: str, cluster_port: int = 25672) -> None:
+        """Make the node `name` (started with `--join`) a member of the cluster."""
+        self._send(calls.add_cluster_node(name, host, cluster_port))
+
+    def remove_cluster_node(self, name: str) -> None:
+        """Remove the node `name` from the cluster and forget it."""
+        self._send(calls.remove_cluster_node(name))
+
     # ---------------------------------------------------------------- data plane
 
     def publish(self, exchange: str, routing_key: str, body: bytes | str,

@@ -1,4 +1,7 @@
-"""What every route needs: the broker, the node's description, leases and rates."""
+"""What every route needs: the broker, the node's description, leases, rates and the cluster.
+
+`cluster` is None on a standalone node (started without `--peers` / `--join`).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from fastapi import Request
 from api.http.leases import LeaseTable
 from api.http.rates import RateSampler
 from logbroker.broker import Broker
+from logbroker.cluster.cluster_control import ClusterControl
 
 HTTP_CONNECTION_ID = "http"  # REST calls share one pseudo-connection (no exclusive queues)
 
@@ -30,10 +34,16 @@ class ApiContext:
     rates: RateSampler = field(default_factory=RateSampler)
     max_body_bytes: int = 64 * 1024 * 1024
     connection_id: str = HTTP_CONNECTION_ID
+    cluster: ClusterControl | None = None
 
     @property
     def node_name(self) -> str:
         return self.broker.config.node_name
+
+    def node_up(self, name: str) -> bool:
+        """Whether the controller has node `name` up (a standalone node: only itself)."""
+        record = self.broker.state.cluster_node(name)
+        return name == self.node_name if record is None else record.up
 
 
 async def api_context(request: Request) -> ApiContext:

@@ -11,6 +11,7 @@ from api.http.path_names import EncodedSlashMiddleware
 from api.http.routes import (
     access,
     bindings,
+    cluster,
     data_plane,
     definitions,
     exchanges,
@@ -32,8 +33,8 @@ def create_app(context: ApiContext) -> FastAPI:
     )
     app.state.context = context
     install_error_handlers(app)
-    for module in (overview, access, exchanges, queues, bindings, policies, definitions,
-                   data_plane, replay, metrics, websocket):
+    for module in (overview, cluster, access, exchanges, queues, bindings, policies,
+                   definitions, data_plane, replay, metrics, websocket):
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=context.max_body_bytes)
     app.add_middleware(EncodedSlashMiddleware)

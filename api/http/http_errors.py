@@ -26,6 +26,7 @@ _STATUS_OF_REPLY = {
     530: 403,  # NOT_ALLOWED: vhost access refused
     540: 501,  # NOT_IMPLEMENTED
     311: 413,  # CONTENT_TOO_LARGE
+    541: 503,  # INTERNAL_ERROR: a cluster peer is unreachable, no quorum in time
 }
 _ERROR_OF_STATUS = {400: "bad_request", 401: "not_authorised", 403: "access_refused",
                     404: "not_found", 405: "method_not_allowed", 409: "resource_locked",

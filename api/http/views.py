@@ -45,13 +45,15 @@ def exchange_view(record: ExchangeRecord, policy: Policy | None) -> dict[str, An
 
 def queue_view(ctx: ApiContext, record: QueueRecord, shell: QueueShell | None,
                policy: Policy | None) -> dict[str, Any]:
-    node = ctx.node_name
+    node = record.leader_node or ctx.node_name
+    members = list(record.members) or [node]
+    online = [member for member in members if ctx.node_up(member)]
     view: dict[str, Any] = {
         "name": record.name, "vhost": record.vhost, "durable": record.durable,
         "auto_delete": record.auto_delete, "exclusive": record.exclusive_owner is not None,
         "owner_pid_details": {"name": record.exclusive_owner} if record.exclusive_owner else {},
         "arguments": jsonable(record.arguments), "type": "classic", "state": "running",
-        "node": node, "leader": node, "members": [node], "online": [node],
+        "node": node, "leader": node, "members": members, "online": online,
         "policy": policy.name if policy else None,
         "effective_policy_definition": jsonable(policy.definition) if policy else {},
     }

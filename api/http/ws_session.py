@@ -66,7 +66,7 @@ from logbroker import consuming
 from logbroker.broker_config import Session
 from logbroker.errors import BrokerError
 from logbroker.message import Message
-from logbroker.queue.queue_shell import QueueShell
+from logbroker.queue.queue_endpoint import QueueEndpoint
 
 __all__ = ["WsSession"]
 
@@ -80,7 +80,7 @@ Handler = Callable[[Frame], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class _Consumer:
-    shell: QueueShell
+    shell: QueueEndpoint
     no_ack: bool
 
 
@@ -112,7 +112,7 @@ class WsSession:
         self._outbox = Outbox(socket.send_text, self._resume)
         self._publishes = PublishChain(ctx.broker, vhost, self._outbox)
         self._replays = Replays(self._outbox)
-        self._tags: DeliveryTags[QueueShell] = DeliveryTags()
+        self._tags: DeliveryTags[QueueEndpoint] = DeliveryTags()
         self._consumers: dict[str, _Consumer] = {}
         self._queues_used: set[str] = set()  # where unacked deliveries may be left
         self.closed = False
@@ -166,7 +166,7 @@ class WsSession:
             shell.schedule_pump()
 
     @staticmethod
-    def _give_back(shell: QueueShell | None, offset: int) -> None:
+    def _give_back(shell: QueueEndpoint | None, offset: int) -> None:
         if shell is not None and not shell.closed:
             shell.reject([offset], requeue=True)
 
@@ -271,16 +271,15 @@ class WsSession:
                              "connection", "consumer_tag")
         if len(self._consumers) >= MAX_CONSUMERS:
             raise FrameError(400, f"at most {MAX_CONSUMERS} consumers per connection")
-        tag = consuming.consume(
+        tag, endpoint = await consuming.consume(
             self._broker, self._session, request.queue, self,
             consumer_tag=request.consumer_tag, no_ack=request.no_ack,
             prefetch_count=request.prefetch, arguments=request.arguments)
-        shell = self._broker.queue(self._vhost, request.queue)
-        assert shell is not None  # consume() found it
-        self._consumers[tag] = _Consumer(shell, request.no_ack)
+        self._consumers[tag] = _Consumer(endpoint, request.no_ack)
         self._queues_used.add(request.queue)
-        # Deliveries start from the queue's pump, a loop iteration later: after this reply.
+        # Before the queue's pump runs (a loop iteration later): deliveries follow this reply.
         self._outbox.push({"op": "subscribed", "consumer_tag": tag})
+        endpoint.schedule_pump()
 
     async def _cancel(self, frame: Frame) -> None:
         tag = parse_name(frame, "consumer_tag")

@@ -80,12 +80,12 @@ async def lease_messages(vhost: str, name: str, body: LeaseBody, ctx: ApiContext
     deadline = int(time.time() * 1000) + body.visibility_timeout_ms
     out = []
     for _ in range(body.count):
-        found = consuming.get(ctx.broker, who_session, queue, LEASE_CHANNEL, no_ack=False)
+        found = await consuming.get(ctx.broker, who_session, queue, LEASE_CHANNEL,
+                                    no_ack=False)
         if found is None:
             break
-        offset, redelivered, message, left = found
-        lease = ctx.leases.grant(ctx.broker.queue(vhost_name, queue), vhost_name, queue,
-                                 offset, who.user, deadline)
+        offset, redelivered, message, left, endpoint = found
+        lease = ctx.leases.grant(endpoint, vhost_name, queue, offset, who.user, deadline)
         view = message_json(message, body.encoding)
         view.update({"delivery_tag": lease.tag, "offset": offset, "redelivered": redelivered,
                      "message_count": left, "lease_expires_at": deadline})

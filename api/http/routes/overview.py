@@ -1,4 +1,8 @@
-"""/api/overview, /api/nodes, /api/connections, /api/consumers, /api/whoami."""
+"""/api/overview, /api/nodes, /api/connections, /api/consumers, /api/whoami.
+
+On a clustered node /api/nodes lists every member of the cluster with its liveness
+(`status` up/down and `since_ms`), Raft `role` and whether it is the `leader`.
+"""
 
 from __future__ import annotations
 
@@ -28,10 +32,12 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management) -
     shells = [shell for vhost in vhosts for shell in broker.queues_of(vhost)]
     ready = sum(s.core.message_count for s in shells)
     unacked = sum(s.core.unacked_count for s in shells)
+    cluster_name = ctx.node_name if ctx.cluster is None else \
+        str(ctx.cluster.status().get("cluster_name") or ctx.node_name)
     return {
         "product_name": "logbroker", "product_version": "0.1.0",
         "management_version": "0.1.0", "rabbitmq_version": "3.13.0-logbroker",
-        "cluster_name": ctx.node_name, "node": ctx.node_name,
+        "cluster_name": cluster_name, "node": ctx.node_name,
         "erlang_version": f"python {platform.python_version()}",
         "listeners": [
             {"node": ctx.node_name, "protocol": "amqp", "ip_address": ctx.listeners.host,
@@ -71,18 +77,49 @@ def _node_view(ctx: ApiContext) -> dict[str, Any]:
     }
 
 
+def _cluster_node_view(ctx: ApiContext, status: dict[str, Any], member: dict[str, Any]
+                       ) -> dict[str, Any]:
+    """One cluster member as /api/nodes shows it: RabbitMQ's fields plus liveness and role.
+
+    This node's entry also has the local details (uptime, alarms, ...); another
+    node's has what the cluster knows of it.
+    """
+    name = member.get("name")
+    up = member.get("status") == "up"
+    view: dict[str, Any] = _node_view(ctx) if name == ctx.node_name else \
+        {"name": name, "type": "disc", "running": up, "being_drained": False}
+    view.update({
+        "running": up, "status": member.get("status"), "since_ms": member.get("since_ms"),
+        "role": member.get("role"), "leader": name is not None and name == status.get("leader"),
+        "host": member.get("host"), "cluster_port": member.get("cluster_port"),
+        "amqp_port": member.get("amqp_port"), "http_port": member.get("http_port"),
+        "connected": member.get("connected"), "queue_leaders": member.get("queue_leaders"),
+    })
+    return view
+
+
+def _node_views(ctx: ApiContext) -> list[dict[str, Any]]:
+    """Every node: the cluster's members when clustered, else this node alone."""
+    if ctx.cluster is None:
+        return [_node_view(ctx)]
+    status = ctx.cluster.status()
+    return [_cluster_node_view(ctx, status, member) for member in status.get("nodes", ())]
+
+
 @router.get("/api/nodes")
 async def get_nodes(ctx: ApiContext = Context, _who: Principal = Monitoring
                       ) -> list[dict[str, Any]]:
-    return [_node_view(ctx)]
+    return _node_views(ctx)
 
 
 @router.get("/api/nodes/{name}")
 async def get_node(name: str, ctx: ApiContext = Context, _who: Principal = Monitoring
              ) -> dict[str, Any]:
-    if path_name(name) != ctx.node_name:
-        raise ApiError(404, f"node '{path_name(name)}' not found")
-    return _node_view(ctx)
+    wanted = path_name(name)
+    for view in _node_views(ctx):
+        if view["name"] == wanted:
+            return view
+    raise ApiError(404, f"node '{wanted}' not found")
 
 
 @router.get("/api/connections")

@@ -15,6 +15,8 @@ from api.http.message_codec import message_json
 from api.http.path_names import path_name
 from api.http.views import queue_view
 from logbroker import consuming, definitions
+from logbroker.errors import BrokerError
+from logbroker.queue.queue_shell import QueueShell
 
 router = APIRouter(tags=["queues"])
 Context = Depends(api_context)
@@ -66,8 +68,23 @@ async def get_queue(vhost: str, name: str, ctx: ApiContext = Context, who: Princ
     record = ctx.broker.state.queue(vhost_name, queue)
     if record is None:
         raise ApiError(404, f"no queue '{queue}' in vhost '{vhost_name}'")
-    return queue_view(ctx, record, ctx.broker.queue(vhost_name, queue),
+    view = queue_view(ctx, record, ctx.broker.queue(vhost_name, queue),
                       ctx.broker.state.effective_policy(vhost_name, "queue", queue))
+    if "messages_ready" not in view:
+        view.update(await _remote_counts(ctx, vhost_name, queue))
+    return view
+
+
+async def _remote_counts(ctx: ApiContext, vhost: str, name: str) -> dict[str, Any]:
+    """Ready messages and consumers of a queue led by another node, asked of it."""
+    try:
+        endpoint = ctx.broker.endpoint(vhost, name)
+        if endpoint is None or isinstance(endpoint, QueueShell):
+            return {}
+        ready, consumers = await endpoint.counts()
+    except BrokerError:
+        return {"state": "down"}  # its leader node is down or unreachable
+    return {"messages_ready": ready, "consumers": consumers}
 
 
 @router.put("/api/queues/{vhost}/{name}", status_code=201, responses={204: {}})
@@ -116,17 +133,17 @@ async def get_messages(vhost: str, name: str, body: GetBody, ctx: ApiContext = C
     no_ack = body.ackmode == "ack_requeue_false"
     taken: list[int] = []
     out: list[dict[str, Any]] = []
+    endpoint = None
     for _ in range(body.count):
-        found = consuming.get(ctx.broker, who_session, queue, channel_key, no_ack)
+        found = await consuming.get(ctx.broker, who_session, queue, channel_key, no_ack)
         if found is None:
             break
-        offset, redelivered, message, left = found
+        offset, redelivered, message, left, endpoint = found
         taken.append(offset)
         view = message_json(message, body.encoding, body.truncate)
         view.update({"redelivered": redelivered, "message_count": left})
         out.append(view)
-    shell = ctx.broker.queue(vhost_name, queue)
-    if shell is not None and taken and not no_ack:
+    if endpoint is not None and taken and not no_ack:
         requeue = body.ackmode in ("ack_requeue_true", "reject_requeue_true")
-        shell.reject(taken, requeue=requeue)
+        endpoint.reject(taken, requeue=requeue)
     return out

@@ -32,6 +32,14 @@ def replay_shell(ctx: ApiContext, who: Principal, vhost: str, queue: str) -> Que
     ctx.broker.check(who_session, "queue", queue, "read")
     shell = ctx.broker.queue(vhost, queue)
     if shell is None:
+        record = ctx.broker.state.queue(vhost, queue)
+        leader = record.leader_node if record is not None else None
+        node = ctx.broker.state.cluster_node(leader) if leader is not None else None
+        if node is not None:
+            # The log lives on the leader node only; replay it there.
+            url = f"http://{node.host}:{node.http_port}"
+            raise ApiError(421, f"queue '{queue}' in vhost '{vhost}' is led by node "
+                           f"'{leader}': replay it at {url}", headers={"X-Queue-Leader-Url": url})
         raise ApiError(404, f"no queue '{queue}' in vhost '{vhost}'")
     return shell
 

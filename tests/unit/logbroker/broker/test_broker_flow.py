@@ -57,7 +57,7 @@ async def test_publish_consume_ack_and_restart(tmp_path: Path) -> None:
         assert await publish(broker, "", "work", persistent(f"m{i}".encode()))
     assert (await definitions.declare_queue(broker, SESSION, "work", passive=True))[1] == 5
     sink = RecordingSink()
-    consuming.consume(broker, SESSION, "work", sink, consumer_tag="c1", prefetch_count=2)
+    await consuming.consume(broker, SESSION, "work", sink, consumer_tag="c1", prefetch_count=2)
     await settle()
     assert [d[4].body for d in sink.deliveries] == [b"m0", b"m1"]
     broker.queue("/", "work").ack([sink.deliveries[0][2]])
@@ -67,7 +67,7 @@ async def test_publish_consume_ack_and_restart(tmp_path: Path) -> None:
 
     broker = Broker.open(config)  # m1 and m2 were delivered, not acked
     sink = RecordingSink()
-    consuming.consume(broker, SESSION, "work", sink, consumer_tag="c1")
+    await consuming.consume(broker, SESSION, "work", sink, consumer_tag="c1")
     await settle()
     got = [(d[4].body, d[3]) for d in sink.deliveries]
     assert got == [(b"m1", True), (b"m2", True), (b"m3", False), (b"m4", False)]
@@ -86,7 +86,7 @@ async def test_topic_routing_dead_lettering_and_ttl(tmp_path: Path) -> None:
     assert await publish(broker, "logs", "kern.error", persistent(b"disk"))
     assert not (await broker.publisher.publish("/", Message("logs", "kern.info", b"x"))).routed
     sink = RecordingSink()
-    consuming.consume(broker, SESSION, "dead", sink)
+    await consuming.consume(broker, SESSION, "dead", sink)
     for _ in range(50):
         await asyncio.sleep(0.02)
         if sink.deliveries:
@@ -108,11 +108,11 @@ async def test_reject_without_requeue_goes_to_dlx_and_errors_have_reply_codes(
         "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
     await publish(broker, "", "q", persistent(b"bad"))
     sink = RecordingSink()
-    consuming.consume(broker, SESSION, "q", sink)
+    await consuming.consume(broker, SESSION, "q", sink)
     await settle()
     broker.queue("/", "q").reject([sink.deliveries[0][2]], requeue=False)
     await settle()
-    found = consuming.get(broker, SESSION, "dlq", "conn-1:2", no_ack=True)
+    found = await consuming.get(broker, SESSION, "dlq", "conn-1:2", no_ack=True)
     assert found is not None and found[2].properties.headers["x-death"][0]["reason"] == "rejected"
     with pytest.raises(BrokerError) as raised:
         await definitions.declare_queue(broker, SESSION, "q", durable=True)
@@ -134,7 +134,7 @@ async def test_settled_segments_are_deleted(tmp_path: Path) -> None:
         await publish(broker, "", "big", persistent(body))
     assert shell.log.segment_count > 3
     for _ in range(100):
-        found = consuming.get(broker, SESSION, "big", "conn-1:1", no_ack=True)
+        found = await consuming.get(broker, SESSION, "big", "conn-1:1", no_ack=True)
         assert found is not None
     for _ in range(50):
         await asyncio.sleep(0.02)
@@ -159,7 +159,8 @@ async def test_publish_order_is_queue_order_across_fanout_and_single_routes(
     second = asyncio.ensure_future(broker.publisher.publish("/", Message("", "q1", b"2")))
     await asyncio.gather(first, second)
     bodies = []
-    while (found := consuming.get(broker, SESSION, "q1", "conn-1:1", no_ack=True)) is not None:
+    while (found := await consuming.get(broker, SESSION, "q1", "conn-1:1",
+                                        no_ack=True)) is not None:
         bodies.append(found[2].body)
     assert bodies == [b"1", b"2"]
     await broker.close()
@@ -177,7 +178,7 @@ async def test_settled_segments_stay_for_replay_within_retention(tmp_path: Path)
         for _ in range(100):
             await publish(broker, "", name, persistent(body))
         for _ in range(100):
-            assert consuming.get(broker, SESSION, name, "conn-1:1", no_ack=True) is not None
+            assert await consuming.get(broker, SESSION, name, "conn-1:1", no_ack=True) is not None
     kept, capped = broker.queue("/", "kept"), broker.queue("/", "capped")
     for _ in range(50):
         await asyncio.sleep(0.02)

@@ -1,0 +1,267 @@
+"""`ClusterNode`: one broker node wired into the cluster.
+
+Theory of operation. The node owns a `ClusterTransport` (one authenticated
+TCP link per node pair), a `ClusterRpc` multiplexing Raft messages, requests
+and notices over it, a `RaftDriver` whose state machine is the
+`ReplicatedMetadata`, and the `Broker`, whose definition changes are proposed
+through Raft and whose queue shells follow the committed metadata
+(`Broker.react` on every applied command, `Broker.reconcile` after a snapshot).
+
+The Raft leader is the controller: every node sends it a heartbeat with its
+addresses every `heartbeat_ms`; the controller turns what it hears into
+`AddClusterNode` / `SetNodeLiveness` commands (`LivenessTracker`). A new
+leader also bootstraps an empty metadata (the default vhost and user), once:
+the commands refuse to apply twice.
+
+Membership (`ClusterMembership`): joining and removing nodes are Raft
+single-server configuration changes run by the leader; other nodes forward
+the request to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from logbroker.broker import Broker
+from logbroker.broker_config import BrokerConfig
+from logbroker.cluster.cluster_membership import ClusterMembership
+from logbroker.cluster.cluster_rpc import ClusterRpc
+from logbroker.cluster.cluster_settings import ClusterSettings
+from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.liveness import LivenessTracker, NodeAddress
+from logbroker.cluster.queue_host import QueueHost
+from logbroker.cluster.remote_queue import RemoteQueueRegistry
+from logbroker.cluster.replicated_metadata import ReplicatedMetadata
+from logbroker.errors import PRECONDITION_FAILED, BrokerError
+from logbroker.metadata import Applied, Command
+from logbroker.metadata.events import ClusterNodeAdded, ClusterNodeRemoved, ClusterNodeUpdated
+from logbroker.queue_placement import NodeView, PlacementError, locator_strategy, place_queue
+from replication.raft.driver import RaftDriver
+from replication.raft.membership import EMPTY_MEMBERSHIP, desired_roles
+from replication.raft.messages import Message
+from replication.raft.ready import Role, SoftState
+from replication.raft.wire import WireDecodeError, decode_message, encode_message
+from replication.transport import ClusterTransport, PeerAddress
+from segments.filesystem import FileSystem, RealFileSystem
+
+logger = logging.getLogger(__name__)
+_PEER_EVENTS = (ClusterNodeAdded, ClusterNodeUpdated, ClusterNodeRemoved)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ClusterNode:
+    def __init__(self, settings: ClusterSettings, config: BrokerConfig,
+                 fs: FileSystem | None = None, rng: random.Random | None = None) -> None:
+        self.settings = settings
+        self.config = config
+        self.fs = fs or RealFileSystem()
+        self.rng = rng or random.Random()
+        self.rpc = ClusterRpc(self._send_frame, self._on_raft)
+        self.metadata = ReplicatedMetadata(settings.node_name, self.rpc,
+                                           settings.proposal_timeout_s)
+        self.liveness = LivenessTracker(settings.node_name, settings.session_timeout_ms)
+        self.transport = ClusterTransport(
+            settings.node_name, settings.secret, host=settings.bind_host,
+            port=settings.cluster_port, on_frame=self.rpc.on_frame,
+            on_peer_change=self._peer_changed, rng=self.rng)
+        self._driver: RaftDriver | None = None
+        self._broker: Broker | None = None
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._heartbeat: asyncio.Future[None] | None = None
+        self.membership = ClusterMembership(self)
+        self.remote_queues = RemoteQueueRegistry(self)
+        self.queue_host = QueueHost(self)
+        self.rpc.on_notice("cluster.heartbeat", self._heard)
+
+    @property
+    def node_name(self) -> str:
+        return self.settings.node_name
+
+    @property
+    def driver(self) -> RaftDriver:
+        assert self._driver is not None, "start() first"
+        return self._driver
+
+    @property
+    def broker(self) -> Broker:
+        assert self._broker is not None, "start() first"
+        return self._broker
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def start(self) -> Broker:
+        settings = self.settings
+        self.fs.makedirs(self.config.data_dir)
+        founding = EMPTY_MEMBERSHIP if settings.join else desired_roles(
+            sorted({settings.node_name, *(peer.name for peer in settings.peers)}))
+        broker = Broker(self.config, self.fs, self.metadata, proposer=self.metadata.propose)
+        broker.remote = self.remote_queues
+        broker.placer = self._place
+        self._broker = broker
+        self.metadata.on_applied = self._applied
+        self.metadata.on_restored = self._restored
+        self._driver = RaftDriver.open(
+            self.fs, os.path.join(self.config.data_dir, "raft"), settings.node_name,
+            founding, self.metadata, self._send_raft, rng=self.rng,
+            tick_interval_s=settings.raft_tick_s)
+        self.metadata.driver = self._driver
+        self._driver.on_role_change = self._role_changed
+        broker.reconcile()
+        await self.transport.start()
+        self._update_peers()
+        self._driver.start()
+        broker.start_background()
+        self._heartbeat = asyncio.ensure_future(self._heartbeat_loop())
+        if settings.join:
+            self._spawn(self.membership.join_through(settings.others()))
+        logger.info("cluster node %s: cluster port %d, founding members %s", settings.node_name,
+                    self.transport.port, founding or "(joining)")
+        return broker
+
+    async def stop(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await self.rpc.close()
+        if self._broker is not None:
+            await self._broker.close()
+        if self._driver is not None:
+            await self._driver.stop()
+        await self.transport.stop()
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("cluster task failed: %s", task.exception())
+
+    # ------------------------------------------------------------ the wire
+
+    def _send_frame(self, peer: str, payload: bytes) -> bool:
+        return self.transport.send(peer, payload)
+
+    def _send_raft(self, message: Message) -> None:
+        self.rpc.send_raft(message.target, encode_message(message))
+
+    def _on_raft(self, peer: str, data: bytes) -> None:
+        try:
+            message = decode_message(data)
+        except WireDecodeError as error:
+            logger.warning("dropped a malformed Raft message from %s: %s", peer, error)
+            return
+        if self._driver is not None:
+            self._driver.step(message)
+
+    def _peer_changed(self, peer: str, connected: bool) -> None:
+        logger.info("cluster link to %s is %s", peer, "up" if connected else "down")
+        if not connected:
+            self.rpc.peer_down(peer)
+            self.remote_queues.peer_down(peer)
+            self.queue_host.peer_down(peer)
+
+    def _update_peers(self) -> None:
+        peers = {peer.name: peer for peer in self.settings.others()}
+        for record in self.metadata.state.cluster_nodes():
+            if record.name != self.node_name:
+                peers[record.name] = PeerAddress(record.name, record.host, record.cluster_port)
+        self.transport.set_peers(peers.values())
+
+    # ------------------------------------------------------ applied commands
+
+    def _applied(self, applied: Applied) -> None:
+        self.broker.react(applied)
+        if any(isinstance(event, _PEER_EVENTS) for event in applied.events):
+            self._update_peers()
+
+    def _restored(self) -> None:
+        self.broker.reconcile()
+        self._update_peers()
+
+    # ----------------------------------------------------------- placement
+
+    def _place(self, vhost: str, name: str, arguments: Mapping[str, Any], exclusive: bool
+               ) -> tuple[str, tuple[str, ...]]:
+        state = self.metadata.state
+        policy = state.effective_policy(vhost, "queue", name)
+        definition = policy.definition if policy is not None else {}
+        connected = self.transport.connected_peers()
+        nodes = [NodeView(record.name, record.name == self.node_name
+                          or (record.up and record.name in connected))
+                 for record in state.cluster_nodes()]
+        if not any(view.name == self.node_name for view in nodes):
+            nodes.append(NodeView(self.node_name, True))
+        try:
+            strategy = locator_strategy(arguments, definition, self.settings.default_locator)
+            placement = place_queue(
+                strategy=strategy, local_node=self.node_name, nodes=nodes,
+                leader_counts=state.queue_leader_counts(),
+                member_counts=state.queue_member_counts(), arguments=arguments,
+                policy_definition=definition, rng=self.rng, exclusive=exclusive)
+        except PlacementError as error:
+            raise BrokerError(PRECONDITION_FAILED, str(error)) from None
+        return placement.leader, placement.members
+
+    # ---------------------------------------------------------- controller
+
+    def address(self) -> NodeAddress:
+        settings = self.settings
+        return NodeAddress(settings.node_name, settings.advertised_host, self.transport.port,
+                           settings.amqp_port, settings.http_port)
+
+    def _role_changed(self, soft: SoftState) -> None:
+        if soft.role is not Role.LEADER:
+            return
+        logger.info("cluster node %s is now the Raft leader (the controller)", self.node_name)
+        self.liveness.took_over(self.driver.membership.nodes, _now_ms())
+        if self.metadata.state.vhost("/") is None and not self.metadata.state.users():
+            self._spawn(self._propose_all(self.broker.bootstrap_commands()))
+
+    async def _propose_all(self, commands: list[Command]) -> None:
+        for command in commands:
+            try:
+                await self.metadata.propose(command)
+            except BrokerError as error:
+                logger.info("not applied: %s (%s)", command, error.reply_text)
+
+    def _heard(self, peer: str, envelope: Envelope) -> None:
+        header = envelope.header
+        self.liveness.heard(NodeAddress(
+            peer, str(header["host"]), int(header["cluster_port"]), int(header["amqp_port"]),
+            int(header["http_port"])), _now_ms())
+
+    async def _heartbeat_loop(self) -> None:
+        interval_s = self.settings.heartbeat_ms / 1000
+        while True:
+            with contextlib.suppress(Exception):
+                self._beat()
+            await asyncio.sleep(interval_s)
+
+    def _beat(self) -> None:
+        driver = self.driver
+        address = self.address()
+        if driver.is_leader:
+            now = _now_ms()
+            self.liveness.heard(address, now)
+            commands = self.liveness.decide(driver.membership.nodes,
+                                            self.metadata.state.cluster_nodes(), now)
+            if commands:
+                self._spawn(self._propose_all(commands))
+        elif driver.leader_id is not None:
+            self.rpc.notify(driver.leader_id, Envelope("cluster.heartbeat", {
+                "host": address.host, "cluster_port": address.cluster_port,
+                "amqp_port": address.amqp_port, "http_port": address.http_port}))

@@ -1,0 +1,105 @@
+"""`Envelope`: what nodes exchange over the cluster link, and its binary form.
+
+A cluster frame starts with one kind byte: a Raft message (`replication.raft
+.wire`), a request or a response (an 8-byte request id, then an envelope), or
+a one-way notice (an envelope). An envelope is an operation name, a small JSON
+header and a list of binary blobs - message bodies and Raft entries go as
+blobs, never through JSON, so forwarding a message costs one copy.
+
+    envelope = op_len u8 | op | header_len u32 | header JSON | count u32 | (len u32 | blob)*
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+RAFT = 1
+REQUEST = 2
+RESPONSE = 3
+NOTICE = 4
+
+_U8 = struct.Struct(">B")
+_U32 = struct.Struct(">I")
+_REQUEST_ID = struct.Struct(">Q")
+
+
+class EnvelopeDecodeError(ValueError):
+    """Bytes that are not a cluster frame."""
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    op: str
+    header: dict[str, Any] = field(default_factory=dict)
+    blobs: tuple[bytes, ...] = ()
+
+
+def encode_envelope(envelope: Envelope) -> bytes:
+    op = envelope.op.encode()
+    header = json.dumps(envelope.header, separators=(",", ":")).encode()
+    parts = [_U8.pack(len(op)), op, _U32.pack(len(header)), header,
+             _U32.pack(len(envelope.blobs))]
+    for blob in envelope.blobs:
+        parts.append(_U32.pack(len(blob)))
+        parts.append(blob)
+    return b"".join(parts)
+
+
+def decode_envelope(data: bytes | memoryview, start: int = 0) -> Envelope:
+    view = memoryview(data)
+    try:
+        (op_length,) = _U8.unpack_from(view, start)
+        position = start + 1
+        op = bytes(view[position:position + op_length]).decode()
+        position += op_length
+        (header_length,) = _U32.unpack_from(view, position)
+        position += 4
+        header = json.loads(bytes(view[position:position + header_length]))
+        position += header_length
+        (count,) = _U32.unpack_from(view, position)
+        position += 4
+        blobs = []
+        for _ in range(count):
+            (length,) = _U32.unpack_from(view, position)
+            position += 4
+            if position + length > len(view):
+                raise EnvelopeDecodeError("a blob runs past the end of the frame")
+            blobs.append(bytes(view[position:position + length]))
+            position += length
+    except (struct.error, UnicodeDecodeError, ValueError) as error:
+        raise EnvelopeDecodeError(f"malformed envelope: {error}") from error
+    if not isinstance(header, dict):
+        raise EnvelopeDecodeError("the envelope header is not an object")
+    return Envelope(op, header, tuple(blobs))
+
+
+def request_frame(kind: int, request_id: int, envelope: Envelope) -> bytes:
+    return _U8.pack(kind) + _REQUEST_ID.pack(request_id) + encode_envelope(envelope)
+
+
+def notice_frame(envelope: Envelope) -> bytes:
+    return _U8.pack(NOTICE) + encode_envelope(envelope)
+
+
+def raft_frame(message_bytes: bytes) -> bytes:
+    return _U8.pack(RAFT) + message_bytes
+
+
+def split_frame(payload: bytes) -> tuple[int, int, Envelope | bytes]:
+    """(kind, request id or 0, envelope - or the Raft message bytes for RAFT)."""
+    if not payload:
+        raise EnvelopeDecodeError("empty cluster frame")
+    kind = payload[0]
+    if kind == RAFT:
+        return kind, 0, payload[1:]
+    if kind == NOTICE:
+        return kind, 0, decode_envelope(payload, 1)
+    if kind in (REQUEST, RESPONSE):
+        if len(payload) < 9:
+            raise EnvelopeDecodeError("truncated request frame")
+        (request_id,) = _REQUEST_ID.unpack_from(payload, 1)
+        return kind, request_id, decode_envelope(payload, 9)
+    raise EnvelopeDecodeError(f"unknown cluster frame kind {kind}")

@@ -1,0 +1,98 @@
+"""`LivenessTracker`: the controller's view of which nodes are alive (pure).
+
+Theory of operation. Every node sends a heartbeat to the Raft leader (the
+controller) every `heartbeat_ms`. The controller remembers when it last heard
+from each node; a node it has not heard from for `session_timeout_ms` is down.
+What the controller *decides* goes into the metadata log as
+`SetNodeLiveness`, so every node (and a later controller) sees the same
+up/down status and the time it changed; this tracker only computes which
+commands to propose. Heartbeats also carry the node's addresses, so a node
+the membership knows but the metadata does not (it just joined) is
+registered with `AddClusterNode`.
+
+Invariants:
+- a controller that just took over gives every node a fresh grace period
+  (`took_over`): it cannot know when the old controller last heard from them;
+- the controller never declares itself down;
+- only Raft members are registered: a node removed from the membership stays
+  removed even if it keeps sending heartbeats;
+- a decision already proposed is not proposed again until `session_timeout_ms`
+  passed (proposals in flight), so a slow commit does not flood the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from logbroker.metadata import Command
+from logbroker.metadata.commands import AddClusterNode, SetNodeLiveness
+from logbroker.metadata.records import ClusterNodeRecord
+
+
+@dataclass(frozen=True)
+class NodeAddress:
+    """What a heartbeat says about its sender."""
+
+    name: str
+    host: str
+    cluster_port: int
+    amqp_port: int
+    http_port: int
+
+
+class LivenessTracker:
+    def __init__(self, self_name: str, session_timeout_ms: int) -> None:
+        self._self = self_name
+        self._timeout_ms = session_timeout_ms
+        self._last_heard: dict[str, int] = {}
+        self._addresses: dict[str, NodeAddress] = {}
+        self._proposed: dict[tuple[str, object], int] = {}
+
+    def took_over(self, members: Iterable[str], now_ms: int) -> None:
+        self._last_heard = {name: now_ms for name in members}
+        self._proposed.clear()
+
+    def heard(self, address: NodeAddress, now_ms: int) -> None:
+        self._last_heard[address.name] = now_ms
+        self._addresses[address.name] = address
+
+    def is_alive(self, name: str, now_ms: int) -> bool:
+        if name == self._self:
+            return True
+        last = self._last_heard.get(name)
+        return last is not None and now_ms - last < self._timeout_ms
+
+    def decide(self, members: Iterable[str], recorded: Iterable[ClusterNodeRecord],
+               now_ms: int) -> list[Command]:
+        """The commands that bring the metadata in line with what the controller sees."""
+        known = {record.name: record for record in recorded}
+        commands: list[Command] = []
+        for name in sorted(set(members)):
+            record = known.get(name)
+            address = self._addresses.get(name)
+            if address is not None and (record is None or _moved(record, address)):
+                self._propose(commands, ("address", address), AddClusterNode(
+                    name, address.host, address.cluster_port, address.amqp_port,
+                    address.http_port, now_ms), now_ms)
+                continue
+            if record is None:
+                continue
+            alive = self.is_alive(name, now_ms)
+            if alive != record.up:
+                self._propose(commands, (name, alive), SetNodeLiveness(name, alive, now_ms),
+                              now_ms)
+        return commands
+
+    def _propose(self, commands: list[Command], key: tuple[str, object], command: Command,
+                 now_ms: int) -> None:
+        proposed_at = self._proposed.get(key)
+        if proposed_at is not None and now_ms - proposed_at < self._timeout_ms:
+            return
+        self._proposed[key] = now_ms
+        commands.append(command)
+
+
+def _moved(record: ClusterNodeRecord, address: NodeAddress) -> bool:
+    return (record.host, record.cluster_port, record.amqp_port, record.http_port) != (
+        address.host, address.cluster_port, address.amqp_port, address.http_port)

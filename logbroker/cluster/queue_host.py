@@ -1,0 +1,218 @@
+"""`QueueHost`: the queue leader's side of any-node access.
+
+Theory of operation. A node that has a client but not the queue (A) forwards
+the client's operations to the queue's leader node (B, this module):
+
+- `q.publish`: messages with the names of their target queues here; they are
+  admitted and appended exactly as a local publish, and the answer says per
+  message whether it was confirmed;
+- `q.consume` registers a consumer on the local shell whose sink is a
+  `ForwardedSink`: one per (node A, A's channel), so per-channel prefetch and
+  channel-wide credit keep working; `q.get`, `q.counts`, `q.purge`;
+- notices `q.settle` (ack / reject by offset), `q.cancel`, `q.channel_closed`
+  and `q.credit` (A handed deliveries to its client and returns the credit).
+
+Flow control: a forwarded sink starts with no credit and delivers only what A
+granted (A grants `WINDOW` when the consumer is registered and returns credit
+as its client takes deliveries), so a deep queue never floods the link.
+
+Every request names the metadata index A had applied (`a`); B first waits
+until it applied as much, so a queue A just declared is open here before A's
+first publish or consume reaches it.
+
+When the link to A goes down, every channel A forwarded is closed here: its
+unacked messages are ready again and will be redelivered flagged redelivered,
+as when an AMQP connection drops.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from logbroker import consuming
+from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.forwarded_message import decode_message, encode_message
+from logbroker.errors import NOT_FOUND, BrokerError
+from logbroker.message import Message
+from logbroker.queue.consumers import Consumer
+from logbroker.queue.queue_shell import QueueShell
+
+if TYPE_CHECKING:
+    from logbroker.cluster.cluster_node import ClusterNode
+
+logger = logging.getLogger(__name__)
+WINDOW = 512  # deliveries in flight per forwarded channel
+
+
+@dataclass
+class ForwardedSink:
+    """The `DeliverySink` of consumers registered from another node's channel."""
+
+    host: QueueHost
+    node: str
+    remote_key: str
+    granted: int = 0
+    sent: int = 0
+    queues: set[tuple[str, str]] = field(default_factory=set)
+
+    @property
+    def channel_key(self) -> str:
+        return f"{self.node}|{self.remote_key}"
+
+    def deliver(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
+                message: Message) -> None:
+        self.sent += 1
+        self.host.node.rpc.notify(self.node, Envelope("q.deliver", {
+            "q": queue, "tag": consumer_tag, "ck": self.remote_key, "o": offset,
+            "r": redelivered}, (encode_message(message),)))
+
+    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None:
+        self.host.node.rpc.notify(self.node, Envelope("q.cancelled", {
+            "q": queue, "tag": consumer_tag, "ck": self.remote_key}))
+
+    def credit(self) -> int | None:
+        return max(0, self.granted - self.sent)
+
+
+class QueueHost:
+    def __init__(self, node: ClusterNode) -> None:
+        self.node = node
+        self._sinks: dict[tuple[str, str], ForwardedSink] = {}
+        rpc = node.rpc
+        rpc.handle("q.publish", self._publish)
+        rpc.handle("q.consume", self._consume)
+        rpc.handle("q.get", self._get)
+        rpc.handle("q.counts", self._counts)
+        rpc.handle("q.purge", self._purge)
+        rpc.on_notice("q.settle", self._settle)
+        rpc.on_notice("q.cancel", self._cancel)
+        rpc.on_notice("q.channel_closed", self._channel_closed)
+        rpc.on_notice("q.credit", self._credit)
+
+    async def _caught_up(self, header: dict[str, object]) -> None:
+        index = int(str(header.get("a", 0)))
+        driver = self.node.driver
+        if driver.applied_index < index:
+            await driver.wait_applied(index, self.node.settings.proposal_timeout_s)
+
+    def _shell(self, vhost: str, name: str) -> QueueShell:
+        shell = self.node.broker.queue(vhost, name)
+        if shell is None:
+            raise BrokerError(NOT_FOUND, f"no queue '{name}' in vhost '{vhost}' "
+                              f"on node {self.node.node_name}")
+        return shell
+
+    # ------------------------------------------------------------ requests
+
+    async def _publish(self, peer: str, envelope: Envelope) -> Envelope:
+        await self._caught_up(envelope.header)
+        vhost = str(envelope.header["v"])
+        broker = self.node.broker
+        routed: list[tuple[Message, list[QueueShell]]] = []
+        missing: set[int] = set()
+        for index, (blob, names) in enumerate(zip(envelope.blobs, envelope.header["t"],
+                                                  strict=True)):
+            shells = [broker.queue(vhost, str(name)) for name in names]
+            if any(shell is None for shell in shells):
+                missing.add(index)  # not led here (any more): not confirmed
+            routed.append((decode_message(blob), [s for s in shells if s is not None]))
+        results = await broker.publisher.deliver_routed(routed)
+        return Envelope("ok", {"c": [r.confirmed and i not in missing
+                                     for i, r in enumerate(results)]})
+
+    async def _consume(self, peer: str, envelope: Envelope) -> Envelope:
+        await self._caught_up(envelope.header)
+        header = envelope.header
+        vhost, name = str(header["v"]), str(header["q"])
+        shell = self._shell(vhost, name)
+        sink = self._sink(peer, str(header["ck"]))
+        consumer = Consumer(str(header["tag"]), sink.channel_key,
+                            prefetch_count=int(header["prefetch"]),
+                            priority=int(header["priority"]), no_ack=bool(header["no_ack"]),
+                            exclusive=bool(header["exclusive"]))
+        consuming.add_consumer(shell, consumer, sink, vhost)
+        sink.queues.add((vhost, name))
+        return Envelope("ok")
+
+    async def _get(self, peer: str, envelope: Envelope) -> Envelope:
+        await self._caught_up(envelope.header)
+        header = envelope.header
+        vhost, name = str(header["v"]), str(header["q"])
+        shell = self._shell(vhost, name)
+        sink = self._sink(peer, str(header["ck"]))
+        sink.queues.add((vhost, name))
+        found = shell.get(sink.channel_key, bool(header["no_ack"]))
+        if found is None:
+            return Envelope("ok", {"found": False})
+        offset, redelivered, message = found
+        return Envelope("ok", {"found": True, "o": offset, "r": redelivered,
+                               "left": shell.core.message_count}, (encode_message(message),))
+
+    async def _counts(self, peer: str, envelope: Envelope) -> Envelope:
+        await self._caught_up(envelope.header)
+        shell = self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
+        return Envelope("ok", {"messages": shell.core.message_count,
+                               "consumers": shell.core.consumer_count})
+
+    async def _purge(self, peer: str, envelope: Envelope) -> Envelope:
+        await self._caught_up(envelope.header)
+        shell = self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
+        return Envelope("ok", {"count": shell.purge()})
+
+    # ------------------------------------------------------------- notices
+
+    def _settle(self, peer: str, envelope: Envelope) -> None:
+        header = envelope.header
+        shell = self.node.broker.queue(str(header["v"]), str(header["q"]))
+        if shell is None:
+            return  # deleted meanwhile: nothing to settle
+        offsets = [int(offset) for offset in header["o"]]
+        if header["ack"]:
+            shell.ack(offsets)
+        else:
+            shell.reject(offsets, bool(header["requeue"]))
+
+    def _cancel(self, peer: str, envelope: Envelope) -> None:
+        header = envelope.header
+        shell = self.node.broker.queue(str(header["v"]), str(header["q"]))
+        if shell is not None:
+            shell.remove_consumer(str(header["tag"]))
+            consuming.delete_if_auto_delete_and_unused(self.node.broker, shell)
+
+    def _channel_closed(self, peer: str, envelope: Envelope) -> None:
+        sink = self._sinks.pop((peer, str(envelope.header["ck"])), None)
+        if sink is not None:
+            self._close_sink(sink)
+
+    def _credit(self, peer: str, envelope: Envelope) -> None:
+        sink = self._sinks.get((peer, str(envelope.header["ck"])))
+        if sink is None:
+            return
+        sink.granted += int(envelope.header["n"])
+        broker = self.node.broker
+        for vhost, name in sink.queues:
+            shell = broker.queue(vhost, name)
+            if shell is not None:
+                shell.schedule_pump()
+
+    # ------------------------------------------------------------- helpers
+
+    def _sink(self, peer: str, remote_key: str) -> ForwardedSink:
+        sink = self._sinks.get((peer, remote_key))
+        if sink is None:
+            sink = self._sinks[(peer, remote_key)] = ForwardedSink(self, peer, remote_key)
+        return sink
+
+    def _close_sink(self, sink: ForwardedSink) -> None:
+        broker = self.node.broker
+        for vhost, name in sink.queues:
+            shell = broker.queue(vhost, name)
+            if shell is not None:
+                consuming.local_channel_closed(broker, shell, sink.channel_key)
+
+    def peer_down(self, peer: str) -> None:
+        """The link to `peer` broke: its forwarded channels are closed (requeue)."""
+        for key in [key for key in self._sinks if key[0] == peer]:
+            self._close_sink(self._sinks.pop(key))
