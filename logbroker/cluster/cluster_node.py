@@ -48,7 +48,7 @@ from replication.raft.membership import EMPTY_MEMBERSHIP, desired_roles
 from replication.raft.messages import Message
 from replication.raft.ready import Role, SoftState
 from replication.raft.wire import WireDecodeError, decode_message, encode_message
-from replication.transport import ClusterTransport, PeerAddress
+from replication.transport import ClusterTransport, FrameTooLargeError, PeerAddress
 from segments.filesystem import FileSystem, RealFileSystem
 
 logger = logging.getLogger(__name__)
@@ -153,7 +153,14 @@ class ClusterNode:
     # ------------------------------------------------------------ the wire
 
     def _send_frame(self, peer: str, payload: bytes) -> bool:
-        return self.transport.send(peer, payload)
+        try:
+            return self.transport.send(peer, payload)
+        except FrameTooLargeError:
+            # A Raft snapshot past the frame limit: dropped like a lost message, and
+            # said loudly, since that follower cannot catch up until it is smaller.
+            logger.error("a %d-byte cluster frame to %s exceeds the frame limit; dropped",
+                         len(payload), peer)
+            return False
 
     def _send_raft(self, message: Message) -> None:
         self.rpc.send_raft(message.target, encode_message(message))
@@ -168,7 +175,6 @@ class ClusterNode:
             self._driver.step(message)
 
     def _peer_changed(self, peer: str, connected: bool) -> None:
-        logger.info("cluster link to %s is %s", peer, "up" if connected else "down")
         if not connected:
             self.rpc.peer_down(peer)
             self.remote_queues.peer_down(peer)

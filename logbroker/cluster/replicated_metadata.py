@@ -116,8 +116,10 @@ class ReplicatedMetadata:
             raise BrokerError(INTERNAL_ERROR, f"definition change refused: {refused}") from None
         except ProposalDropped:
             raise BrokerError(
-                INTERNAL_ERROR, "the Raft leader changed while committing the definition "
-                "change; it may or may not have taken effect") from None
+                INTERNAL_ERROR, "the Raft leader stepped down (it lost its majority, or "
+                "another node took over) while committing the definition change; it may or "
+                "may not have taken effect (a majority of the cluster's nodes must be "
+                "reachable)") from None
 
     async def _serve_propose(self, peer: str, envelope: Envelope) -> Envelope:
         driver = self._driver()

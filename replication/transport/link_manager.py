@@ -167,6 +167,9 @@ class LinkManager:
                 logger.warning("closing cluster link to %s: %s", link.describe(), reason)
             self.close(link, reason, abort=True)
             return
+        except BaseException:  # cancelled (stop) or a bug: never leave a half-dead link behind
+            self.close(link, "reader stopped", abort=True)
+            raise
         finally:
             link.finished.set()
         if link is state.current:
@@ -251,6 +254,9 @@ class LinkManager:
                 writer.write_eof()
         except OSError as exc:  # ConnectionError included
             self.close(link, f"write failed: {exc}", abort=True)
+        except Exception:
+            self.close(link, "writer failed", abort=True)
+            raise
 
     def _notify(self, peer: str, connected: bool) -> None:
         if self._on_peer_change is None:
