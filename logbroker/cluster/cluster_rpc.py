@@ -144,7 +144,10 @@ class ClusterRpc:
             if entry is not None and not entry[1].done():
                 entry[1].set_result(body)
         elif kind == NOTICE:
-            self._notice(peer, body)
+            # Requests start as tasks (their first step runs on the next loop turn),
+            # so a notice waits its turn too: a channel-closed must not overtake the
+            # consume sent before it.
+            asyncio.get_running_loop().call_soon(self._notice, peer, body)
         elif kind == REQUEST:
             self._request(peer, request_id, body)
 

@@ -25,7 +25,16 @@ def parse_peer(spec: str) -> PeerAddress:
         raise PeerSpecError(f"peer {spec!r}: {port!r} is not a port number") from None
     if not 0 < port_number < 65536:
         raise PeerSpecError(f"peer {spec!r}: port out of range")
-    return PeerAddress(name, host.strip("[]"), port_number)
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise PeerSpecError(f"peer {spec!r}: write an IPv6 address in brackets, [::1]:port")
+    if not host:
+        raise PeerSpecError(f"peer {spec!r} has an empty host")
+    try:
+        return PeerAddress(name, host, port_number)
+    except ValueError as error:
+        raise PeerSpecError(f"peer {spec!r}: {error}") from None
 
 
 def parse_peers(specs: str) -> tuple[PeerAddress, ...]:

@@ -69,7 +69,7 @@ def decode_envelope(data: bytes | memoryview, start: int = 0) -> Envelope:
                 raise EnvelopeDecodeError("a blob runs past the end of the frame")
             blobs.append(bytes(view[position:position + length]))
             position += length
-    except (struct.error, UnicodeDecodeError, ValueError) as error:
+    except (struct.error, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise EnvelopeDecodeError(f"malformed envelope: {error}") from error
     if not isinstance(header, dict):
         raise EnvelopeDecodeError("the envelope header is not an object")

@@ -51,6 +51,7 @@ class LivenessTracker:
 
     def took_over(self, members: Iterable[str], now_ms: int) -> None:
         self._last_heard = {name: now_ms for name in members}
+        self._addresses.clear()  # another controller may have recorded newer ones
         self._proposed.clear()
 
     def heard(self, address: NodeAddress, now_ms: int) -> None:
@@ -69,6 +70,7 @@ class LivenessTracker:
         known = {record.name: record for record in recorded}
         commands: list[Command] = []
         for name in sorted(set(members)):
+            self._last_heard.setdefault(name, now_ms)  # joined since: a grace period too
             record = known.get(name)
             address = self._addresses.get(name)
             if address is not None and (record is None or _moved(record, address)):

@@ -222,9 +222,8 @@ class RemoteQueueRegistry:
         header = envelope.header
         channel_key, queue, offset = str(header["ck"]), str(header["q"]), int(header["o"])
         sink = self.sinks.get(channel_key)
-        if sink is None:  # the channel is gone: give the message back at once
-            self.notify(peer, "q.settle", {"v": "", "q": queue, "o": [offset], "ack": False,
-                                           "requeue": True})
+        if sink is None:  # the channel is gone here: close it there too (requeues)
+            self.notify(peer, "q.channel_closed", {"ck": channel_key})
             return
         tag = header.get("tag")
         sink.deliver(queue, None if tag is None else str(tag), offset, bool(header["r"]),

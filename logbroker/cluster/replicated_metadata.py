@@ -100,6 +100,8 @@ class ReplicatedMetadata:
                 if leader is not None:
                     answer = await self._rpc.call(
                         leader, Envelope("metadata.propose", {}, (data,)), remaining)
+                    if answer.op == "not_leader":
+                        raise NotLeader(leader, answer.header.get("leader"))
                     await driver.wait_applied(int(answer.header["index"]),
                                               max(0.001, deadline - time.monotonic()))
                     return
@@ -123,8 +125,8 @@ class ReplicatedMetadata:
 
     async def _serve_propose(self, peer: str, envelope: Envelope) -> Envelope:
         driver = self._driver()
-        if not driver.is_leader:
-            raise BrokerError(INTERNAL_ERROR, f"{self.node_name} is no longer the Raft leader")
+        if not driver.is_leader:  # certainly not applied: the sender may retry
+            return Envelope("not_leader", {"leader": driver.leader_id})
         command = decode_command(envelope.blobs[0])
         self._state.check(command)
         await self._propose_here(envelope.blobs[0], self._timeout_s)

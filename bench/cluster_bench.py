@@ -1,0 +1,542 @@
+"""Cluster benchmark: Raft failover, declare latency and forwarding cost on 3 local nodes.
+
+`python bench/cluster_bench.py` starts three `python -m logbroker serve` nodes (n1..n3)
+on free 127.0.0.1 ports in a temp dir (data dirs, one shared secret file, logs
+nI.log), then measures, with progress on stderr:
+- election: `--rounds` times, find the Raft leader (`GET /api/cluster`), open an AMQP
+  connection to a survivor (alternating between the two), `kill -9` the leader and at
+  once `queue.declare` a fresh durable queue on that survivor (the follower retries
+  until a new leader commits it; on an error the client reconnects and declares another
+  fresh name). The figure is kill -> declare-ok. The killed node is then restarted with
+  the same arguments and data dir, and the next round waits until every node answers
+  `GET /api/cluster` with the same leader and all three nodes up and connected;
+- declare latency: `--declares` sequential `queue.declare` round trips of fresh durable
+  queues (each one a Raft commit), on a follower and on the Raft leader (pika
+  BlockingConnection; the queues are deleted afterwards, untimed);
+- forwarding: node X (a follower) leads a fresh queue (`x-queue-leader-locator:
+  client-local`, declared on X, checked with `GET /api/queues`); `--messages` persistent
+  messages are published with confirms (`--confirm-window` unconfirmed) and consumed
+  (`--prefetch`, manual acks) with bench/amqp_bench.py's workloads, either connected
+  to X ("direct") or to another node Y ("forwarded", every operation goes Y -> X).
+  Direct and forwarded alternate `--trials` times, each on a new queue; the best msg/s
+  of each is reported (the VM is noisy), with every trial in `trials`.
+One JSON line on stdout. Every wait is bounded; every node is killed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import queue
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pika  # type: ignore[import-untyped]
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.amqp_bench import BenchError, consume, publish_confirm
+
+Result = dict[str, Any]
+T = TypeVar("T")
+ROOT = str(Path(__file__).resolve().parents[1])
+HOST = "127.0.0.1"
+AUTH = ("guest", "guest")
+NODE_COUNT = 3
+POLL_S = 0.1
+STOP_TIMEOUT_S = 10.0
+CLIENT_LOCAL = {"x-queue-leader-locator": "client-local"}
+PROBLEM_MARKERS = (" ERROR ", " CRITICAL ", "Traceback (most recent call last)")
+
+
+def _say(message: str) -> None:
+    print(f"[cluster-bench] {message}", file=sys.stderr, flush=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of `values` (any unit), rounded to 0.001."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))
+    return round(ordered[index], 3)
+
+
+def _bounded(work: Callable[[], T], timeout_s: float, what: str) -> T:
+    """`work()` in a daemon thread; BenchError if it has not returned in `timeout_s`.
+
+    pika's BlockingConnection has no timeout on a channel method, so a broker that never
+    answers would hang the benchmark: the thread is abandoned instead (the nodes are
+    killed at the end, which closes its socket)."""
+    box: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+
+    def target() -> None:
+        try:
+            box.put((True, work()))
+        except BaseException as error:  # handed to the caller
+            box.put((False, error))
+
+    threading.Thread(target=target, name=what, daemon=True).start()
+    try:
+        ok, value = box.get(timeout=timeout_s)
+    except queue.Empty:
+        raise BenchError(f"{what}: no answer within {timeout_s:g} s") from None
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
+@dataclass
+class Node:
+    name: str
+    amqp_port: int
+    http_port: int
+    cluster_port: int
+    data_dir: Path
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def peer(self) -> str:
+        return f"{self.name}@{HOST}:{self.cluster_port}"
+
+    @property
+    def amqp_url(self) -> str:
+        return f"amqp://guest:guest@{HOST}:{self.amqp_port}/"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{HOST}:{self.http_port}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class Cluster:
+    workdir: Path
+    nodes: list[Node] = field(default_factory=list)
+    secret_file: Path = field(init=False)
+    problems: dict[str, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.secret_file = self.workdir / "cluster-secret"
+        descriptor = os.open(self.secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as secret:
+            secret.write(secrets.token_urlsafe(32) + "\n")
+        self.nodes = [Node(f"n{i}", _free_port(), _free_port(), _free_port(),
+                           self.workdir / f"n{i}", self.workdir / f"n{i}.log")
+                      for i in range(1, NODE_COUNT + 1)]
+        self._env = {key: value for key, value in os.environ.items()
+                     if not key.startswith("LOGBROKER_")}  # only the flags below count
+        self._env["PYTHONUNBUFFERED"] = "1"
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise BenchError(f"no node {name!r} in this cluster")
+
+    def command(self, node: Node) -> list[str]:
+        return [sys.executable, "-m", "logbroker", "serve", "--node-name", node.name,
+                "--host", HOST, "--data-dir", str(node.data_dir),
+                "--amqp-port", str(node.amqp_port), "--http-port", str(node.http_port),
+                "--cluster-port", str(node.cluster_port),
+                "--peers", ",".join(n.peer for n in self.nodes),
+                "--cluster-secret-file", str(self.secret_file)]
+
+    def start(self, node: Node) -> None:
+        node.data_dir.mkdir(parents=True, exist_ok=True)
+        node.starts += 1
+        with node.log_path.open("ab") as log:
+            log.write(f"--- cluster-bench: start {node.starts} of {node.name} at "
+                      f"{time.strftime('%H:%M:%S')} ---\n".encode())
+            log.flush()
+            node.process = subprocess.Popen(
+                self.command(node), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True, env=self._env, cwd=ROOT)
+
+    def kill9(self, node: Node) -> None:
+        if node.process is not None and node.process.poll() is None:
+            node.process.send_signal(signal.SIGKILL)
+
+    def reap(self, node: Node) -> None:
+        if node.process is not None:
+            node.process.wait(timeout=STOP_TIMEOUT_S)
+
+    def stop_all(self) -> None:
+        """SIGTERM to every node, SIGKILL to its process group after STOP_TIMEOUT_S."""
+        for node in self.nodes:
+            if node.running and node.process is not None:
+                node.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for node in self.nodes:
+            process = node.process
+            if process is None:
+                continue
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _say(f"{node.name} (pid {process.pid}) ignored SIGTERM; killing it")
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)  # its own session (process group)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=STOP_TIMEOUT_S)
+
+    def status(self, node: Node) -> Result | None:
+        try:
+            response = httpx.get(f"{node.http_url}/api/cluster", auth=AUTH, timeout=2.0)
+        except httpx.HTTPError:
+            return None
+        if response.status_code != 200:
+            return None
+        document: Result = response.json()
+        return document
+
+    def _healthy_leader(self) -> str | None:
+        """The leader all nodes agree on, if each sees every node up and connected."""
+        leaders = set()
+        for node in self.nodes:
+            if not node.running:
+                return None
+            document = self.status(node)
+            if document is None or document.get("leader") is None:
+                return None
+            members = document.get("nodes", [])
+            if len(members) != len(self.nodes) or not all(
+                    m.get("status") == "up" and m.get("connected") for m in members):
+                return None
+            leaders.add(document["leader"])
+        return leaders.pop() if len(leaders) == 1 else None
+
+    def wait_stable(self, timeout_s: float) -> str:
+        """Wait until the cluster is whole and agrees on a leader; return its name."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for node in self.nodes:
+                if node.process is not None and node.process.poll() is not None:
+                    raise BenchError(f"{node.name} exited with code {node.process.poll()}:"
+                                     f"\n{self.log_tail(node)}")
+            leader = self._healthy_leader()
+            if leader is not None:
+                return leader
+            time.sleep(POLL_S)
+        views = {node.name: self.status(node) for node in self.nodes}
+        raise BenchError(f"cluster not whole with one leader after {timeout_s:g} s: "
+                         f"{json.dumps(views)[:3000]}")
+
+    @staticmethod
+    def log_tail(node: Node, size: int = 3000) -> str:
+        with contextlib.suppress(OSError):
+            return node.log_path.read_text(errors="replace")[-size:]
+        return ""
+
+    def log_problems(self) -> dict[str, list[str]]:
+        """Per node, the log lines that report an error or a traceback."""
+        problems: dict[str, list[str]] = {}
+        for node in self.nodes:
+            with contextlib.suppress(OSError):
+                lines = node.log_path.read_text(errors="replace").splitlines()
+                found = [line for line in lines if any(m in line for m in PROBLEM_MARKERS)]
+                if found:
+                    problems[node.name] = found
+        return problems
+
+
+def _queue_name(prefix: str) -> str:
+    return f"cluster-bench-{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def _connect(node: Node) -> Any:
+    parameters = pika.URLParameters(node.amqp_url)
+    parameters.socket_timeout = 5.0
+    parameters.stack_timeout = 10.0
+    return pika.BlockingConnection(parameters)
+
+
+def _close(connection: Any) -> None:
+    with contextlib.suppress(Exception):
+        if connection is not None and connection.is_open:
+            connection.close()
+
+
+# ------------------------------------------------------------------ election
+
+
+def election_round(cluster: Cluster, leader: Node, survivor: Node,
+                   timeout_s: float) -> tuple[float, int]:
+    """kill -9 `leader`, declare on `survivor` until a declare succeeds.
+
+    Returns (seconds from the kill to declare-ok, failed attempts before it)."""
+    def run() -> tuple[float, int]:
+        connection = _connect(survivor)
+        channel = connection.channel()
+        failures = 0
+        started = time.perf_counter()
+        cluster.kill9(leader)
+        try:
+            while True:
+                try:
+                    if channel is None:
+                        connection = _connect(survivor)
+                        channel = connection.channel()
+                    channel.queue_declare(_queue_name("election"), durable=True,
+                                          arguments=CLIENT_LOCAL)
+                    return time.perf_counter() - started, failures
+                except (pika.exceptions.AMQPError, OSError) as error:
+                    failures += 1
+                    _say(f"  declare on {survivor.name} failed ({error!r}); reconnecting")
+                    if time.perf_counter() - started > timeout_s:
+                        raise BenchError(f"no declare committed {timeout_s:g} s after "
+                                         f"killing {leader.name}") from error
+                    _close(connection)
+                    connection = channel = None
+                    time.sleep(0.05)
+        finally:
+            _close(connection)
+
+    return _bounded(run, timeout_s + 15.0, f"election round ({leader.name} killed)")
+
+
+def run_elections(cluster: Cluster, args: argparse.Namespace) -> Result:
+    elections_s: list[float] = []
+    ready_s: list[float] = []
+    failures = 0
+    killed: list[str] = []
+    for round_index in range(args.rounds):
+        leader = cluster.node(cluster.wait_stable(args.stable_timeout_s))
+        survivors = [node for node in cluster.nodes if node is not leader]
+        survivor = survivors[round_index % len(survivors)]
+        elapsed, failed = election_round(cluster, leader, survivor, args.election_timeout_s)
+        cluster.reap(leader)
+        elections_s.append(elapsed)
+        failures += failed
+        killed.append(leader.name)
+        restarted = time.perf_counter()
+        cluster.start(leader)
+        cluster.wait_stable(args.stable_timeout_s)
+        ready_s.append(time.perf_counter() - restarted)
+        _say(f"round {round_index + 1}/{args.rounds}: killed leader {leader.name}, declare "
+             f"on {survivor.name} ok after {elapsed * 1000:.0f} ms ({failed} failed), "
+             f"restarted and whole again in {ready_s[-1]:.1f} s")
+    ms = [seconds * 1000 for seconds in elections_s]
+    return {"election_ms_p50": _percentile(ms, 0.50), "election_ms_p99": _percentile(ms, 0.99),
+            "election_ms_max": round(max(ms), 3), "election_rounds": len(ms),
+            "election_ms": [round(value, 1) for value in ms],
+            "election_failed_declares": failures, "killed_leaders": killed,
+            "restart_ready_s_p50": _percentile(ready_s, 0.50),
+            "restart_ready_s_max": round(max(ready_s), 3)}
+
+
+# ----------------------------------------------------------- declare latency
+
+
+def declare_latencies(node: Node, count: int, timeout_s: float) -> list[float]:
+    """`count` sequential declares of fresh durable queues on `node`; ms each."""
+    def run() -> list[float]:
+        names = [_queue_name(f"declare-{node.name}") for _ in range(count)]
+        latencies: list[float] = []
+        connection = _connect(node)
+        try:
+            channel = connection.channel()
+            for name in names:
+                started = time.perf_counter_ns()
+                channel.queue_declare(name, durable=True, arguments=CLIENT_LOCAL)
+                latencies.append((time.perf_counter_ns() - started) / 1e6)
+            for name in names:  # untimed: leave the cluster as it was
+                channel.queue_delete(name)
+        finally:
+            _close(connection)
+        return latencies
+
+    return _bounded(run, timeout_s, f"{count} declares on {node.name}")
+
+
+def run_declares(cluster: Cluster, args: argparse.Namespace) -> Result:
+    leader = cluster.node(cluster.wait_stable(args.stable_timeout_s))
+    follower = next(node for node in cluster.nodes if node is not leader)
+    result: Result = {"declares": args.declares, "declare_follower_node": follower.name,
+                      "declare_leader_node": leader.name}
+    for role, node in (("follower", follower), ("leader", leader)):
+        _say(f"{args.declares} declares on the {role} {node.name}")
+        ms = declare_latencies(node, args.declares, args.timeout_s)
+        result[f"declare_ms_p50_{role}"] = _percentile(ms, 0.50)
+        result[f"declare_ms_p99_{role}"] = _percentile(ms, 0.99)
+        result[f"declare_ms_max_{role}"] = round(max(ms), 3)
+    return result
+
+
+# ---------------------------------------------------------------- forwarding
+
+
+def _declare_led_by(node: Node, timeout_s: float) -> str:
+    """A fresh durable queue led by `node` (declared there, client-local), checked."""
+    name = _queue_name(f"fwd-{node.name}")
+
+    def run() -> None:
+        connection = _connect(node)
+        try:
+            connection.channel().queue_declare(name, durable=True, arguments=CLIENT_LOCAL)
+        finally:
+            _close(connection)
+
+    _bounded(run, timeout_s, f"declare {name} on {node.name}")
+    response = httpx.get(f"{node.http_url}/api/queues/%2F/{name}", auth=AUTH, timeout=10.0)
+    response.raise_for_status()
+    leader = response.json().get("leader")
+    if leader != node.name:
+        raise BenchError(f"{name} declared client-local on {node.name} is led by {leader!r}")
+    return name
+
+
+def _delete_queue(node: Node) -> Callable[[str], None]:
+    def delete(name: str) -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.delete(f"{node.http_url}/api/queues/%2F/{name}", auth=AUTH, timeout=10.0)
+    return delete
+
+
+def forwarding_trial(owner: Node, client: Node, args: argparse.Namespace) -> Result:
+    name = _declare_led_by(owner, args.timeout_s)
+    try:
+        published = publish_confirm(client.amqp_url, name, args)
+        if published["messages"] != args.messages or published["nacked"]:
+            raise BenchError(f"publish through {client.name}: {published}")
+        consumed = consume(client.amqp_url, name, args.messages, args)
+        if consumed["messages"] != args.messages:
+            raise BenchError(f"consume through {client.name}: {consumed}")
+    finally:
+        _delete_queue(owner)(name)
+    return {"publish_msg_s": published["msg_s"], "consume_msg_s": consumed["msg_s"],
+            "publish_s": published["seconds"], "consume_s": consumed["seconds"]}
+
+
+def run_forwarding(cluster: Cluster, args: argparse.Namespace) -> Result:
+    leader = cluster.node(cluster.wait_stable(args.stable_timeout_s))
+    owner, client = [node for node in cluster.nodes if node is not leader][:2]
+    trials: dict[str, list[Result]] = {"direct": [], "forwarded": []}
+    for trial in range(args.trials):
+        for mode, via in (("direct", owner), ("forwarded", client)):
+            _say(f"trial {trial + 1}/{args.trials} {mode}: {args.messages} messages to a "
+                 f"queue led by {owner.name}, client on {via.name}")
+            trials[mode].append(forwarding_trial(owner, via, args))
+            _say(f"  {trials[mode][-1]}")
+    best = {f"{mode}_{op}_msg_s": max(float(t[f"{op}_msg_s"]) for t in trials[mode])
+            for mode in trials for op in ("publish", "consume")}
+
+    def ratio(op: str) -> float:
+        return round(best[f"forwarded_{op}_msg_s"] / max(best[f"direct_{op}_msg_s"], 1e-9), 3)
+
+    return {**best, "forwarding_ratio_publish": ratio("publish"),
+            "forwarding_ratio_consume": ratio("consume"), "queue_leader_node": owner.name,
+            "forwarded_via_node": client.name, "trials": trials}
+
+
+# ---------------------------------------------------------------------- main
+
+
+@contextlib.contextmanager
+def running_cluster(args: argparse.Namespace) -> Iterator[Cluster]:
+    workdir = Path(tempfile.mkdtemp(prefix="cluster-bench-"))
+    cluster = Cluster(workdir)
+    failed = True
+    try:
+        for node in cluster.nodes:
+            cluster.start(node)
+        _say(f"3 nodes in {workdir}: " + ", ".join(
+            f"{n.name} pid {n.process.pid if n.process else '-'} amqp {n.amqp_port} "
+            f"http {n.http_port}" for n in cluster.nodes))
+        leader = cluster.wait_stable(args.start_timeout_s)
+        _say(f"cluster whole, Raft leader {leader}")
+        yield cluster
+        failed = False
+    finally:
+        cluster.stop_all()
+        cluster.problems = cluster.log_problems()
+        for name, lines in cluster.problems.items():
+            _say(f"{name}.log: {len(lines)} error/traceback lines, first: {lines[0][:300]}")
+        if failed or args.keep_dir:
+            _say(f"kept {workdir} (node logs nI.log)")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add = parser.add_argument
+    for flag, default, text in (
+            ("rounds", 20, "election rounds (kill -9 of the Raft leader)"),
+            ("declares", 200, "sequential declares timed on a follower and on the leader"),
+            ("messages", 20_000, "messages per forwarding trial"),
+            ("trials", 2, "direct / forwarded alternations (the best of each counts)"),
+            ("body-bytes", 1024, "message size"),
+            ("confirm-window", 500, "unconfirmed publishes at most"),
+            ("prefetch", 100, "consumer prefetch"),
+            ("ack-every", 1, "ack with multiple=True every N deliveries (1: each)")):
+        add(f"--{flag}", type=int, default=default, help=f"{text} (default {default})")
+    add("--election-timeout-s", type=float, default=30.0, help="bound on one failover")
+    add("--stable-timeout-s", type=float, default=90.0,
+        help="bound on waiting for a restarted node to rejoin")
+    add("--start-timeout-s", type=float, default=120.0, help="bound on the cluster's start")
+    add("--timeout-s", type=float, default=300.0, help="bound on each other workload")
+    add("--keep-dir", action="store_true", help="keep the temp dir with the node logs")
+    args = parser.parse_args(argv)
+    if min(args.rounds, args.declares, args.messages, args.trials, args.confirm_window) < 1:
+        parser.error("--rounds, --declares, --messages, --trials and --confirm-window "
+                     "must be >= 1")
+    if args.body_bytes < 8 or not 1 <= args.ack_every <= args.prefetch:
+        parser.error("--body-bytes must be >= 8 and --ack-every between 1 and --prefetch")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    try:
+        with running_cluster(args) as cluster:
+            result: Result = {"bench": "cluster"}
+            result.update(run_elections(cluster, args))
+            result.update(run_declares(cluster, args))
+            result.update(run_forwarding(cluster, args))
+    except (BenchError, pika.exceptions.AMQPError, httpx.HTTPError, OSError,
+            subprocess.SubprocessError) as error:
+        _say(f"failed: {error!r}")
+        return 1
+    result["node_log_error_lines"] = {
+        name: len(lines) for name, lines in cluster.problems.items()}
+    result["targets"] = {
+        "election_p50_under_1s": result["election_ms_p50"] < 1000.0,
+        "forwarding_ratio_at_least_0_7": min(result["forwarding_ratio_publish"],
+                                             result["forwarding_ratio_consume"]) >= 0.7}
+    result["params"] = {key: getattr(args, key) for key in (
+        "rounds", "declares", "messages", "trials", "body_bytes", "confirm_window",
+        "prefetch", "ack_every")} | {"nodes": NODE_COUNT,
+                                     "seconds": round(time.monotonic() - started, 1)}
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""Three `ClusterNode`s in one process, over real sockets on 127.0.0.1.
+
+Definitions go through Raft; a queue led by one node is used from the
+others (`RemoteQueue` on the client's node, `QueueHost` on the leader).
+"""
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from pamqp import commands
+
+from logbroker import consuming, definitions
+from logbroker.broker import Broker
+from logbroker.broker_config import BrokerConfig, Session
+from logbroker.cluster.cluster_node import ClusterNode
+from logbroker.cluster.cluster_settings import ClusterSettings
+from logbroker.cluster.envelope import NOTICE, REQUEST, Envelope, encode_envelope, request_frame
+from logbroker.cluster.remote_queue import RemoteQueue
+from logbroker.errors import BrokerError
+from logbroker.message import Message
+from logbroker.queue.queue_shell import QueueShell
+from replication.transport import PeerAddress
+
+pytestmark = pytest.mark.timeout(30)
+
+NAMES = ("a", "b", "c")
+SECRET = b"cluster-test-secret"
+CLIENT_LOCAL = {"x-queue-leader-locator": "client-local"}
+
+
+@dataclass
+class RecordingSink:
+    channel_key: str
+    deliveries: list[tuple[str, str | None, int, bool, Message]] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+
+    def deliver(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
+                message: Message) -> None:
+        self.deliveries.append((queue, consumer_tag, offset, redelivered, message))
+
+    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None:
+        self.cancelled.append(consumer_tag)
+
+    def credit(self) -> int | None:
+        return None
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+async def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def session(node: ClusterNode) -> Session:
+    return Session(f"conn-{node.node_name}", "guest", "/")
+
+
+def bootstrapped(node: ClusterNode) -> bool:
+    if node.metadata.state.vhost("/") is None:
+        return False
+    try:
+        node.broker.check(session(node), "queue", "any", "configure")
+    except BrokerError:
+        return False  # the permissions are not applied here yet
+    return True
+
+
+def persistent(body: bytes, **properties: object) -> Message:
+    return Message("", "", body, commands.Basic.Properties(delivery_mode=2, **properties))
+
+
+async def publish(broker: Broker, queue: str, message: Message) -> bool:
+    message.exchange, message.routing_key = "", queue
+    result = await broker.publisher.publish("/", message)
+    return result.routed and result.confirmed
+
+
+def shell_of(node: ClusterNode, queue: str) -> QueueShell:
+    shell = node.broker.queue("/", queue)
+    assert shell is not None, f"{queue} is not open on {node.node_name}"
+    return shell
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[dict[str, ClusterNode]]:
+    ports = free_ports(len(NAMES))
+    peers = tuple(PeerAddress(name, "127.0.0.1", port) for name, port in zip(NAMES, ports,
+                                                                            strict=True))
+    nodes = {}
+    for name, port in zip(NAMES, ports, strict=True):
+        settings = ClusterSettings(
+            node_name=name, secret=SECRET, bind_host="127.0.0.1", cluster_port=port,
+            peers=peers, raft_tick_s=0.02, heartbeat_ms=100, session_timeout_ms=600)
+        config = BrokerConfig(data_dir=os.path.join(tmp_path, name), node_name=name,
+                              memory_high_watermark_bytes=1 << 40, disk_free_limit_bytes=0)
+        nodes[name] = ClusterNode(settings, config)
+    started: list[ClusterNode] = []
+    try:
+        for node in nodes.values():
+            await node.start()
+            started.append(node)
+        everyone = list(nodes.values())
+        await wait_for(lambda: sum(node.driver.is_leader for node in everyone) == 1
+                       and len({node.driver.leader_id for node in everyone}) == 1,
+                       "a Raft leader all nodes agree on")
+        await wait_for(lambda: all(bootstrapped(node) for node in everyone),
+                       "the bootstrap (vhost '/', user, permissions) on every node")
+        await wait_for(lambda: all(node.transport.connected_peers() == set(NAMES) - {name}
+                                   for name, node in nodes.items()),
+                       "every cluster link")
+        yield nodes
+    finally:
+        for node in reversed(started):
+            with contextlib.suppress(Exception):
+                await node.stop()
+
+
+async def test_bootstrap_and_node_registry(cluster: dict[str, ClusterNode]) -> None:
+    leaders = {node.driver.leader_id for node in cluster.values()}
+    assert len(leaders) == 1 and leaders <= set(NAMES)
+    for node in cluster.values():
+        assert node.driver.membership.voters == set(NAMES)
+        assert [user.name for user in node.metadata.state.users()] == ["guest"]
+
+    # Heartbeats make the controller register every node (AddClusterNode), up.
+    def registered() -> bool:
+        return all(
+            [(r.name, r.cluster_port, r.up) for r in node.metadata.state.cluster_nodes()]
+            == [(name, other.transport.port, True) for name, other in cluster.items()]
+            for node in cluster.values())
+
+    await wait_for(registered, "every node registered and up in every node's metadata")
+    status = cluster["b"].membership.status()
+    assert status["node"] == "b" and status["leader"] in NAMES
+    assert [(n["name"], n["role"], n["status"], n["connected"]) for n in status["nodes"]] == [
+        (name, "voter", "up", True) for name in NAMES]
+
+
+async def test_queue_used_from_every_node(cluster: dict[str, ClusterNode]) -> None:
+    a, b, c = cluster["a"], cluster["b"], cluster["c"]
+    assert await definitions.declare_queue(
+        a.broker, session(a), "work", durable=True, arguments=CLIENT_LOCAL) == ("work", 0, 0)
+
+    def led_by_a_everywhere() -> bool:
+        records = [node.metadata.state.queue("/", "work") for node in cluster.values()]
+        return all(record is not None and record.leader_node == "a" for record in records)
+
+    await wait_for(led_by_a_everywhere, "the queue record on every node")
+    shell = shell_of(a, "work")
+    assert b.broker.queue("/", "work") is None and c.broker.queue("/", "work") is None
+    assert isinstance(b.broker.endpoint("/", "work"), RemoteQueue)
+
+    # Published through b: forwarded to a, confirmed once a holds it.
+    message = persistent(b"hello", message_id="m-1", headers={"k": "v"})
+    assert await publish(b.broker, "work", message)
+    assert shell.core.message_count == 1
+    # A passive declare through c counts on a.
+    assert await definitions.declare_queue(c.broker, session(c), "work", passive=True) == (
+        "work", 1, 0)
+
+    # Fetched through c, acked through c.
+    got = await consuming.get(c.broker, session(c), "work", "conn-c:1", no_ack=False)
+    assert got is not None
+    offset, redelivered, fetched, left, endpoint = got
+    assert (fetched.body, redelivered, left) == (b"hello", False, 0)
+    assert fetched.properties.message_id == "m-1"
+    assert fetched.properties.headers == {"k": "v"}
+    assert fetched.routing_key == "work"
+    assert isinstance(endpoint, RemoteQueue) and endpoint.node == "a"
+    assert shell.core.unacked_count == 1
+    endpoint.ack([offset])
+    await wait_for(lambda: shell.core.unacked_count == 0, "the ack to settle on a")
+    assert shell.core.message_count == 0
+    assert await consuming.get(c.broker, session(c), "work", "conn-c:1", no_ack=True) is None
+
+
+async def test_consumer_on_another_node_receives_and_acks(
+    cluster: dict[str, ClusterNode],
+) -> None:
+    a, b, c = cluster["a"], cluster["b"], cluster["c"]
+    await definitions.declare_queue(a.broker, session(a), "jobs", durable=True,
+                                    arguments=CLIENT_LOCAL)
+    await wait_for(lambda: all(node.metadata.state.queue("/", "jobs") is not None
+                               for node in cluster.values()), "the queue on every node")
+    shell = shell_of(a, "jobs")
+    sink = RecordingSink("conn-c:1")
+    tag, endpoint = await consuming.consume(c.broker, session(c), "jobs", sink,
+                                            consumer_tag="ctag", prefetch_count=10)
+    assert tag == "ctag" and isinstance(endpoint, RemoteQueue)
+    assert shell.core.consumer_count == 1
+
+    bodies = [f"job-{i}".encode() for i in range(20)]
+    results = await asyncio.gather(*(publish(b.broker, "jobs", persistent(body))
+                                     for body in bodies))
+    assert all(results)
+    # Prefetch 10: ten delivered (in publish order), the rest wait on a.
+    await wait_for(lambda: len(sink.deliveries) == 10, "the first ten deliveries")
+    await asyncio.sleep(0.05)
+    assert len(sink.deliveries) == 10
+    assert [d[4].body for d in sink.deliveries] == bodies[:10]
+    assert {(d[0], d[1], d[3]) for d in sink.deliveries} == {("jobs", "ctag", False)}
+    assert (shell.core.unacked_count, shell.core.message_count) == (10, 10)
+
+    endpoint.ack([d[2] for d in sink.deliveries])
+    await wait_for(lambda: len(sink.deliveries) == 20, "the other ten deliveries")
+    assert [d[4].body for d in sink.deliveries] == bodies
+    endpoint.ack([d[2] for d in sink.deliveries[10:]])
+    await wait_for(lambda: shell.core.unacked_count == 0, "every ack settled on a")
+    assert shell.core.message_count == 0
+    assert (await definitions.declare_queue(b.broker, session(b), "jobs", passive=True)) == (
+        "jobs", 0, 1)
+
+    consuming.cancel(c.broker, session(c), "jobs", "ctag")
+    await wait_for(lambda: shell.core.consumer_count == 0, "the cancel to reach a")
+    assert sink.cancelled == []
+
+
+async def test_closing_the_consuming_channel_requeues_on_the_leader(
+    cluster: dict[str, ClusterNode],
+) -> None:
+    a, b, c = cluster["a"], cluster["b"], cluster["c"]
+    await definitions.declare_queue(a.broker, session(a), "redo", arguments=CLIENT_LOCAL)
+    await wait_for(lambda: all(node.metadata.state.queue("/", "redo") is not None
+                               for node in cluster.values()), "the queue on every node")
+    shell = shell_of(a, "redo")
+    sink = RecordingSink("conn-c:7")
+    await consuming.consume(c.broker, session(c), "redo", sink, consumer_tag="t")
+    assert await publish(b.broker, "redo", persistent(b"again"))
+    await wait_for(lambda: len(sink.deliveries) == 1, "the delivery")
+    consuming.channel_closed(c.broker, "/", "conn-c:7", {"redo"})
+    await wait_for(lambda: shell.core.consumer_count == 0 and shell.core.message_count == 1,
+                   "the channel's message requeued on a")
+    got = await consuming.get(b.broker, session(b), "redo", "conn-b:1", no_ack=True)
+    assert got is not None and got[2].body == b"again" and got[1] is True  # redelivered
+
+
+def _inject(node: ClusterNode, sender: str, frame: bytes) -> None:
+    """Hand `node` a frame as its cluster link does (several per read of the socket)."""
+    node.rpc.on_frame(sender, frame)
+
+
+def _consume_header(node: ClusterNode, queue: str, channel_key: str) -> dict[str, object]:
+    return {"v": "/", "q": queue, "tag": "ghost-tag", "ck": channel_key, "prefetch": 0,
+            "priority": 0, "no_ack": False, "exclusive": False,
+            "a": node.driver.applied_index}
+
+
+async def test_channel_closed_right_after_consume_leaves_no_consumer(
+    cluster: dict[str, ClusterNode],
+) -> None:
+    a = cluster["a"]
+    await definitions.declare_queue(a.broker, session(a), "race", arguments=CLIENT_LOCAL)
+    shell = shell_of(a, "race")
+    # c forwards basic.consume, then its channel closes: both frames in one read on a.
+    _inject(a, "c", request_frame(REQUEST, 10**15, Envelope(
+        "q.consume", _consume_header(a, "race", "conn-c:9"))))
+    _inject(a, "c", bytes([NOTICE]) + encode_envelope(Envelope(
+        "q.channel_closed", {"v": "/", "q": "race", "ck": "conn-c:9"})))
+    await asyncio.sleep(0.1)
+    assert shell.core.consumer_count == 0
+
+
+async def test_a_delivery_to_a_channel_gone_on_the_client_node_is_given_back(
+    cluster: dict[str, ClusterNode],
+) -> None:
+    a, b = cluster["a"], cluster["b"]
+    await definitions.declare_queue(a.broker, session(a), "ghost", arguments=CLIENT_LOCAL)
+    await wait_for(lambda: b.metadata.state.queue("/", "ghost") is not None, "the queue on b")
+    shell = shell_of(a, "ghost")
+    # A consumer of c's channel conn-c:5 that c no longer has (it closed meanwhile).
+    _inject(a, "c", request_frame(REQUEST, 10**15 + 1, Envelope(
+        "q.consume", _consume_header(a, "ghost", "conn-c:5"))))
+    await asyncio.sleep(0.02)
+    _inject(a, "c", bytes([NOTICE]) + encode_envelope(Envelope(
+        "q.credit", {"ck": "conn-c:5", "n": 1})))
+    assert await publish(b.broker, "ghost", persistent(b"lost?"))
+    await wait_for(lambda: shell.core.message_count == 0, "the delivery to c")
+    await wait_for(lambda: shell.core.unacked_count == 0 and shell.core.message_count == 1,
+                   "c giving the message back", timeout_s=1.0)
