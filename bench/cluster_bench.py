@@ -28,12 +28,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import queue
-import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,7 +37,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,27 +45,11 @@ import pika  # type: ignore[import-untyped]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.amqp_bench import BenchError, consume, publish_confirm
+from bench.cluster_processes import AUTH, NODE_COUNT, Cluster, Node, say
 
 Result = dict[str, Any]
 T = TypeVar("T")
-ROOT = str(Path(__file__).resolve().parents[1])
-HOST = "127.0.0.1"
-AUTH = ("guest", "guest")
-NODE_COUNT = 3
-POLL_S = 0.1
-STOP_TIMEOUT_S = 10.0
 CLIENT_LOCAL = {"x-queue-leader-locator": "client-local"}
-PROBLEM_MARKERS = (" ERROR ", " CRITICAL ", "Traceback (most recent call last)")
-
-
-def _say(message: str) -> None:
-    print(f"[cluster-bench] {message}", file=sys.stderr, flush=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -104,165 +83,6 @@ def _bounded(work: Callable[[], T], timeout_s: float, what: str) -> T:
     if not ok:
         raise value
     return value  # type: ignore[no-any-return]
-
-
-@dataclass
-class Node:
-    name: str
-    amqp_port: int
-    http_port: int
-    cluster_port: int
-    data_dir: Path
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-
-    @property
-    def peer(self) -> str:
-        return f"{self.name}@{HOST}:{self.cluster_port}"
-
-    @property
-    def amqp_url(self) -> str:
-        return f"amqp://guest:guest@{HOST}:{self.amqp_port}/"
-
-    @property
-    def http_url(self) -> str:
-        return f"http://{HOST}:{self.http_port}"
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-
-@dataclass
-class Cluster:
-    workdir: Path
-    nodes: list[Node] = field(default_factory=list)
-    secret_file: Path = field(init=False)
-    problems: dict[str, list[str]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.secret_file = self.workdir / "cluster-secret"
-        descriptor = os.open(self.secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as secret:
-            secret.write(secrets.token_urlsafe(32) + "\n")
-        self.nodes = [Node(f"n{i}", _free_port(), _free_port(), _free_port(),
-                           self.workdir / f"n{i}", self.workdir / f"n{i}.log")
-                      for i in range(1, NODE_COUNT + 1)]
-        self._env = {key: value for key, value in os.environ.items()
-                     if not key.startswith("LOGBROKER_")}  # only the flags below count
-        self._env["PYTHONUNBUFFERED"] = "1"
-
-    def node(self, name: str) -> Node:
-        for node in self.nodes:
-            if node.name == name:
-                return node
-        raise BenchError(f"no node {name!r} in this cluster")
-
-    def command(self, node: Node) -> list[str]:
-        return [sys.executable, "-m", "logbroker", "serve", "--node-name", node.name,
-                "--host", HOST, "--data-dir", str(node.data_dir),
-                "--amqp-port", str(node.amqp_port), "--http-port", str(node.http_port),
-                "--cluster-port", str(node.cluster_port),
-                "--peers", ",".join(n.peer for n in self.nodes),
-                "--cluster-secret-file", str(self.secret_file)]
-
-    def start(self, node: Node) -> None:
-        node.data_dir.mkdir(parents=True, exist_ok=True)
-        node.starts += 1
-        with node.log_path.open("ab") as log:
-            log.write(f"--- cluster-bench: start {node.starts} of {node.name} at "
-                      f"{time.strftime('%H:%M:%S')} ---\n".encode())
-            log.flush()
-            node.process = subprocess.Popen(
-                self.command(node), stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True, env=self._env, cwd=ROOT)
-
-    def kill9(self, node: Node) -> None:
-        if node.process is not None and node.process.poll() is None:
-            node.process.send_signal(signal.SIGKILL)
-
-    def reap(self, node: Node) -> None:
-        if node.process is not None:
-            node.process.wait(timeout=STOP_TIMEOUT_S)
-
-    def stop_all(self) -> None:
-        """SIGTERM to every node, SIGKILL to its process group after STOP_TIMEOUT_S."""
-        for node in self.nodes:
-            if node.running and node.process is not None:
-                node.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for node in self.nodes:
-            process = node.process
-            if process is None:
-                continue
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _say(f"{node.name} (pid {process.pid}) ignored SIGTERM; killing it")
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)  # its own session (process group)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=STOP_TIMEOUT_S)
-
-    def status(self, node: Node) -> Result | None:
-        try:
-            response = httpx.get(f"{node.http_url}/api/cluster", auth=AUTH, timeout=2.0)
-        except httpx.HTTPError:
-            return None
-        if response.status_code != 200:
-            return None
-        document: Result = response.json()
-        return document
-
-    def _healthy_leader(self) -> str | None:
-        """The leader all nodes agree on, if each sees every node up and connected."""
-        leaders = set()
-        for node in self.nodes:
-            if not node.running:
-                return None
-            document = self.status(node)
-            if document is None or document.get("leader") is None:
-                return None
-            members = document.get("nodes", [])
-            if len(members) != len(self.nodes) or not all(
-                    m.get("status") == "up" and m.get("connected") for m in members):
-                return None
-            leaders.add(document["leader"])
-        return leaders.pop() if len(leaders) == 1 else None
-
-    def wait_stable(self, timeout_s: float) -> str:
-        """Wait until the cluster is whole and agrees on a leader; return its name."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for node in self.nodes:
-                if node.process is not None and node.process.poll() is not None:
-                    raise BenchError(f"{node.name} exited with code {node.process.poll()}:"
-                                     f"\n{self.log_tail(node)}")
-            leader = self._healthy_leader()
-            if leader is not None:
-                return leader
-            time.sleep(POLL_S)
-        views = {node.name: self.status(node) for node in self.nodes}
-        raise BenchError(f"cluster not whole with one leader after {timeout_s:g} s: "
-                         f"{json.dumps(views)[:3000]}")
-
-    @staticmethod
-    def log_tail(node: Node, size: int = 3000) -> str:
-        with contextlib.suppress(OSError):
-            return node.log_path.read_text(errors="replace")[-size:]
-        return ""
-
-    def log_problems(self) -> dict[str, list[str]]:
-        """Per node, the log lines that report an error or a traceback."""
-        problems: dict[str, list[str]] = {}
-        for node in self.nodes:
-            with contextlib.suppress(OSError):
-                lines = node.log_path.read_text(errors="replace").splitlines()
-                found = [line for line in lines if any(m in line for m in PROBLEM_MARKERS)]
-                if found:
-                    problems[node.name] = found
-        return problems
 
 
 def _queue_name(prefix: str) -> str:
@@ -307,7 +127,7 @@ def election_round(cluster: Cluster, leader: Node, survivor: Node,
                     return time.perf_counter() - started, failures
                 except (pika.exceptions.AMQPError, OSError) as error:
                     failures += 1
-                    _say(f"  declare on {survivor.name} failed ({error!r}); reconnecting")
+                    say(f"  declare on {survivor.name} failed ({error!r}); reconnecting")
                     if time.perf_counter() - started > timeout_s:
                         raise BenchError(f"no declare committed {timeout_s:g} s after "
                                          f"killing {leader.name}") from error
@@ -338,7 +158,7 @@ def run_elections(cluster: Cluster, args: argparse.Namespace) -> Result:
         cluster.start(leader)
         cluster.wait_stable(args.stable_timeout_s)
         ready_s.append(time.perf_counter() - restarted)
-        _say(f"round {round_index + 1}/{args.rounds}: killed leader {leader.name}, declare "
+        say(f"round {round_index + 1}/{args.rounds}: killed leader {leader.name}, declare "
              f"on {survivor.name} ok after {elapsed * 1000:.0f} ms ({failed} failed), "
              f"restarted and whole again in {ready_s[-1]:.1f} s")
     ms = [seconds * 1000 for seconds in elections_s]
@@ -380,7 +200,7 @@ def run_declares(cluster: Cluster, args: argparse.Namespace) -> Result:
     result: Result = {"declares": args.declares, "declare_follower_node": follower.name,
                       "declare_leader_node": leader.name}
     for role, node in (("follower", follower), ("leader", leader)):
-        _say(f"{args.declares} declares on the {role} {node.name}")
+        say(f"{args.declares} declares on the {role} {node.name}")
         ms = declare_latencies(node, args.declares, args.timeout_s)
         result[f"declare_ms_p50_{role}"] = _percentile(ms, 0.50)
         result[f"declare_ms_p99_{role}"] = _percentile(ms, 0.99)
@@ -439,10 +259,10 @@ def run_forwarding(cluster: Cluster, args: argparse.Namespace) -> Result:
     trials: dict[str, list[Result]] = {"direct": [], "forwarded": []}
     for trial in range(args.trials):
         for mode, via in (("direct", owner), ("forwarded", client)):
-            _say(f"trial {trial + 1}/{args.trials} {mode}: {args.messages} messages to a "
+            say(f"trial {trial + 1}/{args.trials} {mode}: {args.messages} messages to a "
                  f"queue led by {owner.name}, client on {via.name}")
             trials[mode].append(forwarding_trial(owner, via, args))
-            _say(f"  {trials[mode][-1]}")
+            say(f"  {trials[mode][-1]}")
     best = {f"{mode}_{op}_msg_s": max(float(t[f"{op}_msg_s"]) for t in trials[mode])
             for mode in trials for op in ("publish", "consume")}
 
@@ -465,20 +285,20 @@ def running_cluster(args: argparse.Namespace) -> Iterator[Cluster]:
     try:
         for node in cluster.nodes:
             cluster.start(node)
-        _say(f"3 nodes in {workdir}: " + ", ".join(
+        say(f"3 nodes in {workdir}: " + ", ".join(
             f"{n.name} pid {n.process.pid if n.process else '-'} amqp {n.amqp_port} "
             f"http {n.http_port}" for n in cluster.nodes))
         leader = cluster.wait_stable(args.start_timeout_s)
-        _say(f"cluster whole, Raft leader {leader}")
+        say(f"cluster whole, Raft leader {leader}")
         yield cluster
         failed = False
     finally:
         cluster.stop_all()
         cluster.problems = cluster.log_problems()
         for name, lines in cluster.problems.items():
-            _say(f"{name}.log: {len(lines)} error/traceback lines, first: {lines[0][:300]}")
+            say(f"{name}.log: {len(lines)} error/traceback lines, first: {lines[0][:300]}")
         if failed or args.keep_dir:
-            _say(f"kept {workdir} (node logs nI.log)")
+            say(f"kept {workdir} (node logs nI.log)")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -522,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             result.update(run_forwarding(cluster, args))
     except (BenchError, pika.exceptions.AMQPError, httpx.HTTPError, OSError,
             subprocess.SubprocessError) as error:
-        _say(f"failed: {error!r}")
+        say(f"failed: {error!r}")
         return 1
     result["node_log_error_lines"] = {
         name: len(lines) for name, lines in cluster.problems.items()}
