@@ -45,10 +45,6 @@ class Publisher:
         self._queues = queues
         self._remote = remote
 
-    def route(self, vhost: str, exchange: str, message: Message) -> list[QueueShell]:
-        """The local queues `message` goes to (see `route_all` for remote ones)."""
-        return self.route_all(vhost, exchange, message)[0]
-
     def route_all(self, vhost: str, exchange: str, message: Message
                   ) -> tuple[list[QueueShell], list[str]]:
         """(shells of local target queues, names of target queues led by other nodes)."""
