@@ -13,7 +13,8 @@ that queue placement (`logbroker.queue_placement`) and failover work from.
 - `SetNodeLiveness`: 404 for an unknown node; setting what already holds
   changes nothing (no event, `since_ms` kept).
 - `SetQueuePlacement`: the queue must exist (404); changes nothing when the
-  placement is the same.
+  placement is the same. A new leader starts a new epoch; the in-sync set
+  keeps the members that were in it, plus the leader.
 
 A placement (here and in `DeclareQueue`) is checked for shape only: a leader
 and its members, leader first, no repeats, no empty names; or neither (a
@@ -172,7 +173,12 @@ def plan_set_queue_placement(data: StateData, command: SetQueuePlacement) -> Pla
     check_placement(command.leader_node, command.members)
     if queue.leader_node == command.leader_node and queue.members == command.members:
         return _nothing
-    moved = dataclasses.replace(queue, leader_node=command.leader_node, members=command.members)
+    # A new leader starts a new epoch; replicas it adds are not in sync until they say so.
+    epoch = queue.epoch + (queue.leader_node != command.leader_node)
+    in_sync = tuple(node for node in command.members
+                    if node == command.leader_node or node in queue.in_sync)
+    moved = dataclasses.replace(queue, leader_node=command.leader_node, members=command.members,
+                                epoch=epoch, in_sync=in_sync)
 
     def move() -> list[Event]:
         vhost.queues[command.name] = moved

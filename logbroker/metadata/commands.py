@@ -219,11 +219,37 @@ class SetQueuePlacement(_TableFields):
     members: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class SetQueueInSync(_TableFields):
+    """The queue's leader at `epoch` shrinks or grows its in-sync set (leader first)."""
+
+    vhost: str
+    name: str
+    epoch: int
+    in_sync: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ElectQueueLeader(_TableFields):
+    """Failover or handover: `leader_node` leads the queue from epoch `epoch + 1`.
+
+    `epoch` is the epoch being ended; the command does nothing to a queue that
+    has moved on already (another election won). `in_sync` is the new in-sync
+    set, leader first.
+    """
+
+    vhost: str
+    name: str
+    epoch: int
+    leader_node: str
+    in_sync: tuple[str, ...]
+
+
 Command = (
     AddVhost | DeleteVhost | PutUser | DeleteUser | SetPermissions | ClearPermissions
     | DeclareExchange | DeleteExchange | Bind | Unbind | DeclareQueue | DeleteQueue
     | PutPolicy | DeletePolicy | AddClusterNode | RemoveClusterNode | SetNodeLiveness
-    | SetQueuePlacement
+    | SetQueuePlacement | SetQueueInSync | ElectQueueLeader
 )  # fmt: skip
 
 COMMAND_TYPES: dict[str, type[Command]] = {

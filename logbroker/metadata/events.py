@@ -149,11 +149,18 @@ class QueuePlacementChanged:
     previous_members: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class QueueInSyncChanged:
+    """`queue` is the new record (same leader and epoch, another in-sync set)."""
+
+    queue: QueueRecord
+
+
 Event = (
     VhostAdded | VhostUpdated | VhostDeleted | UserPut | UserDeleted | PermissionsSet
     | PermissionsCleared | ExchangeDeclared | ExchangeDeleted | QueueDeclared | QueueDeleted
     | BindingAdded | BindingRemoved | PolicyChanged | ClusterNodeAdded | ClusterNodeUpdated
-    | ClusterNodeRemoved | NodeLivenessChanged | QueuePlacementChanged
+    | ClusterNodeRemoved | NodeLivenessChanged | QueuePlacementChanged | QueueInSyncChanged
 )  # fmt: skip
 
 

@@ -126,7 +126,10 @@ class QueueRecord:
 
     `leader_node` is the node the queue's leader replica runs on and `members`
     its replica set, leader first; `None` / `()` for a queue declared without a
-    placement (a single node that predates clustering).
+    placement (a single node that predates clustering). `epoch` counts the
+    queue's leaders (1 for the first; every change of leader adds one) and
+    `in_sync` is the replicas that hold every confirmed message, leader first
+    (see `replica_commands`).
     """
 
     vhost: str
@@ -137,9 +140,16 @@ class QueueRecord:
     arguments: Mapping[str, Any] = field(default_factory=dict)
     leader_node: str | None = None
     members: tuple[str, ...] = ()
+    epoch: int = 0
+    in_sync: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arguments", freeze_table(self.arguments))
+
+    @property
+    def replicated(self) -> bool:
+        """Kept on more than one node (DESIGN.md section 6)."""
+        return len(self.members) > 1
 
     def __hash__(self) -> int:
         return hash((self.vhost, self.name, self.exclusive_owner, freeze(self.arguments)))
@@ -157,11 +167,13 @@ class QueueRecord:
             "arguments": encode_table(self.arguments),
             "leader_node": self.leader_node,
             "members": list(self.members),
+            "epoch": self.epoch,
+            "in_sync": list(self.in_sync),
         }
 
     @classmethod
     def from_json(cls, vhost: str, data: Mapping[str, Any]) -> QueueRecord:
-        """Snapshots written before placement existed have no `leader_node` / `members`."""
+        """Snapshots written before placement (or replication) existed lack those fields."""
         return cls(
             vhost,
             data["name"],
@@ -171,6 +183,8 @@ class QueueRecord:
             decode_table(data["arguments"]),
             data.get("leader_node"),
             tuple(data.get("members", ())),
+            int(data.get("epoch", 0)),
+            tuple(data.get("in_sync", ())),
         )
 
 

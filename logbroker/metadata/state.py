@@ -20,6 +20,7 @@ from typing import Any, Literal
 from logbroker.metadata import access_commands as access
 from logbroker.metadata import cluster_commands as cluster
 from logbroker.metadata import policy_commands as policy_cmds
+from logbroker.metadata import replica_commands as replica
 from logbroker.metadata import topology_commands as topology
 from logbroker.metadata.commands import Command, DeleteExchange, DeleteQueue
 from logbroker.metadata.defaults import DEFAULT_USER, DEFAULT_VHOST, bootstrap_commands
@@ -67,6 +68,8 @@ _PLANNERS: dict[str, _Planner] = {
     "RemoveClusterNode": cluster.plan_remove_cluster_node,
     "SetNodeLiveness": cluster.plan_set_node_liveness,
     "SetQueuePlacement": cluster.plan_set_queue_placement,
+    "SetQueueInSync": replica.plan_set_queue_in_sync,
+    "ElectQueueLeader": replica.plan_elect_queue_leader,
 }
 
 

@@ -185,6 +185,7 @@ def plan_declare_queue(data: StateData, command: DeclareQueue) -> Plan:
     record = QueueRecord(
         command.vhost, command.name, durable, command.exclusive_owner, command.auto_delete,
         command.arguments, command.leader_node, command.members,
+        epoch=1 if command.leader_node is not None else 0, in_sync=command.members,
     )  # fmt: skip
 
     def declare() -> list[Event]:

@@ -17,11 +17,13 @@ from logbroker.metadata import (
     DeleteQueue,
     DeleteUser,
     DeleteVhost,
+    ElectQueueLeader,
     PutPolicy,
     PutUser,
     RemoveClusterNode,
     SetNodeLiveness,
     SetPermissions,
+    SetQueueInSync,
     SetQueuePlacement,
     Unbind,
 )
@@ -95,6 +97,10 @@ commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(SetNodeLiveness, nodes, st.booleans(), st.integers(0, 5)),
     set_placements,
     set_placements,
+    st.builds(SetQueueInSync, vhosts, queues, st.integers(0, 3),
+              st.sampled_from([(), ("n1",), ("n1", "n2"), ("n2", "n1"), ("n1", "n1"), ("n3",)])),
+    st.builds(ElectQueueLeader, vhosts, queues, st.integers(0, 3), nodes,
+              st.sampled_from([(), ("n1",), ("n2", "n1"), ("n3", "n1", "n2"), ("n2", "n2")])),
 )  # fmt: skip
 
 # A starting topology, so random commands meet existing objects and cascades.

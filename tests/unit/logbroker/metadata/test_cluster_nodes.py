@@ -143,7 +143,8 @@ def test_removing_a_node_keeps_the_queues_that_name_it(state: MetadataState) -> 
 
 def test_a_new_queue_takes_the_declared_placement(state: MetadataState) -> None:
     applied = state.apply(DeclareQueue("/", "q", leader_node="n2", members=("n2", "n3")))
-    record = QueueRecord("/", "q", False, None, False, {}, "n2", ("n2", "n3"))
+    record = QueueRecord("/", "q", False, None, False, {}, "n2", ("n2", "n3"),
+                         epoch=1, in_sync=("n2", "n3"))
     assert applied == Applied((QueueDeclared(record),))
     assert state.queue("/", "q") == record
 
@@ -210,7 +211,9 @@ def test_set_queue_placement_moves_the_queue(state: MetadataState) -> None:
     state.apply(DeclareQueue("/", "q", durable=True, arguments={"x-max-length": 3},
                              leader_node="n1", members=("n1", "n2")))  # fmt: skip
     applied = state.apply(SetQueuePlacement("/", "q", "n2", ("n2", "n3")))
-    moved = QueueRecord("/", "q", True, None, False, {"x-max-length": 3}, "n2", ("n2", "n3"))
+    # a new leader starts epoch 2; n3 is new, so not in sync yet
+    moved = QueueRecord("/", "q", True, None, False, {"x-max-length": 3}, "n2", ("n2", "n3"),
+                        epoch=2, in_sync=("n2",))
     assert applied == Applied((QueuePlacementChanged(moved, "n1", ("n1", "n2")),))
     assert state.queue("/", "q") == moved
     assert state.apply(SetQueuePlacement("/", "q", "n2", ("n2", "n3"))) == Applied(())
@@ -227,7 +230,8 @@ def test_set_queue_placement_places_a_queue_declared_without_one(state: Metadata
     state.apply(DeclareQueue("/", "q"))
     applied = state.apply(SetQueuePlacement("/", "q", "n3", ("n3",)))
     assert applied.events[0] == QueuePlacementChanged(
-        QueueRecord("/", "q", False, None, False, {}, "n3", ("n3",)), None, ()
+        QueueRecord("/", "q", False, None, False, {}, "n3", ("n3",), epoch=1, in_sync=("n3",)),
+        None, ()
     )
 
 

@@ -110,7 +110,8 @@ def test_every_command_type_is_covered() -> None:
         "AddVhost", "DeleteVhost", "PutUser", "DeleteUser", "SetPermissions",
         "ClearPermissions", "DeclareExchange", "DeleteExchange", "Bind", "Unbind",
         "DeclareQueue", "DeleteQueue", "PutPolicy", "DeletePolicy", "AddClusterNode",
-        "RemoveClusterNode", "SetNodeLiveness", "SetQueuePlacement",
+        "RemoveClusterNode", "SetNodeLiveness", "SetQueuePlacement", "SetQueueInSync",
+        "ElectQueueLeader",
     }  # fmt: skip
 
 
