@@ -31,6 +31,8 @@ from logbroker.metadata import (
     PolicyChanged,
     QueueDeclared,
     QueueDeleted,
+    QueueInSyncChanged,
+    QueuePlacementChanged,
     VhostDeleted,
     apply_events,
     bootstrap_commands,
@@ -41,10 +43,10 @@ from logbroker.metadata import (
     verify_password,
 )
 from logbroker.publishing import Publisher
-from logbroker.queue.queue_core import Overflow, QueueLimits
 from logbroker.queue.queue_endpoint import RemoteQueueEndpoint, RemoteQueues
-from logbroker.queue.queue_shell import QueueSettings, QueueShell
-from logbroker.queue.retention import Retention, max_age_ms
+from logbroker.queue.queue_settings import settings_from
+from logbroker.queue.queue_shell import QueueSettings, QueueShell, ReplicaSetup
+from logbroker.replica_roles import QueueReplicas, ReplicaRoles
 from logbroker.resource_alarms import (
     ResourceAlarms,
     ResourceMonitor,
@@ -53,7 +55,6 @@ from logbroker.resource_alarms import (
 )
 from logbroker.routing import ExchangeRouter
 from segments.filesystem import FileSystem, RealFileSystem
-from segments.group_commit import FsyncPolicy
 
 logger = logging.getLogger(__name__)
 Permission = Literal["configure", "write", "read"]
@@ -91,6 +92,8 @@ class Broker:
         self.remote: RemoteQueues | None = None
         # Set by the cluster node: where a new queue's leader and replicas go.
         self.placer: Placer | None = None
+        # Set by the cluster node (`use_replicas`): replicated queues' roles here.
+        self.roles: ReplicaRoles | None = None
         self.publisher = Publisher(self.router, self.queue, lambda: self.remote)
         self.connections = ConnectionRegistry()
         self._retention_task: asyncio.Future[None] | None = None
@@ -120,6 +123,9 @@ class Broker:
         broker.start_background()
         return broker
 
+    def use_replicas(self, replicas: QueueReplicas) -> None:
+        self.roles = ReplicaRoles(self, replicas, self.config.node_name)
+
     def start_background(self) -> None:
         """Resource alarms and the retention sweep (call inside the event loop)."""
         self.resources.start()
@@ -134,6 +140,8 @@ class Broker:
         if self._retention_task is not None:
             self._retention_task.cancel()
         await self.resources.stop()
+        if self.roles is not None:
+            await self.roles.settle()
         await self.settle()
         for shell in list(self._queues.values()):
             await shell.close()
@@ -164,6 +172,9 @@ class Broker:
 
     def queues_of(self, vhost: str) -> list[QueueShell]:
         return [shell for (v, _), shell in self._queues.items() if v == vhost]
+
+    def all_queues(self) -> list[QueueShell]:
+        return list(self._queues.values())
 
     # -------------------------------------------------------------- access
 
@@ -223,10 +234,13 @@ class Broker:
         for vhost, router in self._routers.items():
             apply_events(router, self.state, vhost, applied.events)
         for event in applied.events:
-            if isinstance(event, QueueDeclared):
-                self._open_queue(event.queue.vhost, event.queue.name)
+            if isinstance(event, QueueDeclared | QueuePlacementChanged):
+                self._queue_changed(event.queue.vhost, event.queue.name)
+            elif isinstance(event, QueueInSyncChanged):
+                self._in_sync_changed(event)
             elif isinstance(event, QueueDeleted):
                 self._drop_queue(event.vhost, event.name)
+                self._queue_changed(event.vhost, event.name)
             elif isinstance(event, VhostDeleted):
                 for name in event.queues:
                     self._drop_queue(event.vhost, name)
@@ -240,7 +254,9 @@ class Broker:
         if record is None:
             raise BrokerError(NOT_FOUND, f"no queue '{name}' in vhost '{vhost}'")
         arguments = self.state.effective_queue_arguments(vhost, name)
-        return _settings_from(vhost, name, record.durable, arguments, self.config)
+        config = self.config
+        return settings_from(vhost, name, record.durable, arguments, config.fsync_policy,
+                             config.retention_ms, config.retention_bytes)
 
     def queue_directory(self, vhost: str, name: str) -> str:
         digest = hashlib.sha256(f"{vhost}\0{name}".encode()).hexdigest()[:32]
@@ -263,19 +279,58 @@ class Broker:
         """Bring every router and queue shell in line with the whole state (after a
         Raft snapshot replaced it, or when this node starts in a cluster)."""
         self._routers.clear()
-        wanted = {(v.name, q.name) for v in self.state.vhosts() for q in self.state.queues(v.name)
-                  if self.leads_queue(v.name, q.name)}
+        every = {(v.name, q.name): q
+                 for v in self.state.vhosts() for q in self.state.queues(v.name)}
+        # Replicated queues move between leader and follower through `roles`.
+        by_roles = {key for key, record in every.items()
+                    if record.replicated and self.roles is not None}
+        wanted = {key for key in every if self.leads_queue(*key) and key not in by_roles}
         for vhost, name in list(self._queues):
-            if (vhost, name) not in wanted:
+            key = (vhost, name)
+            if key not in every or (key not in wanted and key not in by_roles):
                 self._drop_queue(vhost, name)
         for vhost, name in sorted(wanted):
             self._open_queue(vhost, name)
+        if self.roles is not None:
+            self.roles.sync_all()
 
-    def _open_queue(self, vhost: str, name: str) -> None:
+    def _queue_changed(self, vhost: str, name: str) -> None:
+        record = self.state.queue(vhost, name)
+        if self.roles is not None and (record is None or record.replicated):
+            self.roles.sync(vhost, name)
+        elif record is not None:
+            self._open_queue(vhost, name)
+
+    def _in_sync_changed(self, event: QueueInSyncChanged) -> None:
+        shell = self._queues.get((event.queue.vhost, event.queue.name))
+        gate = shell.replication if shell is not None else None
+        if gate is not None and gate.leader.epoch == event.queue.epoch:
+            gate.moved(lambda: gate.leader.in_sync_committed(event.queue.in_sync))
+
+    def open_queue(self, vhost: str, name: str, high_watermark: int) -> None:
+        """Open a replicated queue led here (ReplicaRoles), from `high_watermark`."""
+        self._open_queue(vhost, name, high_watermark)
+
+    async def close_queue(self, vhost: str, name: str, reason: str) -> None:
+        """Close a queue's shell, keeping its files (its leadership moved)."""
+        shell = self._queues.pop((vhost, name), None)
+        if shell is None:
+            return
+        if shell.replication is not None:
+            shell.replication.fence(reason)
+        shell.cancel_consumers()
+        await shell.close()
+
+    def _open_queue(self, vhost: str, name: str, high_watermark: int = 0) -> None:
         if (vhost, name) in self._queues or not self.leads_queue(vhost, name):
             return
         settings = self.queue_settings(vhost, name)
-        shell = QueueShell.open(settings, self.fs, self.queue_directory(vhost, name))
+        record = self.state.queue(vhost, name)
+        replica = None
+        if record is not None and record.replicated and self.roles is not None:
+            replica = ReplicaSetup(self.config.node_name, record.epoch, record.members,
+                                   record.in_sync, high_watermark)
+        shell = QueueShell.open(settings, self.fs, self.queue_directory(vhost, name), replica)
         shell.on_dead_letter = self.publisher.dead_letter
         shell.on_expired = self._queue_expired
         self._queues[(vhost, name)] = shell
@@ -334,37 +389,6 @@ class Broker:
 async def _close_and_remove(shell: QueueShell) -> None:
     await shell.close()
     shutil.rmtree(shell.directory, ignore_errors=True)
-
-
-def _settings_from(
-    vhost: str, name: str, durable: bool, arguments: Mapping[str, Any], config: BrokerConfig,
-) -> QueueSettings:
-    dead_letter_exchange = arguments.get("x-dead-letter-exchange")
-    limits = QueueLimits(
-        max_length=arguments.get("x-max-length"),
-        max_length_bytes=arguments.get("x-max-length-bytes"),
-        overflow=Overflow(arguments.get("x-overflow", "drop-head")),
-        dead_letter=dead_letter_exchange is not None,
-        expires_ms=arguments.get("x-expires"),
-    )
-    return QueueSettings(
-        vhost=vhost,
-        name=name,
-        durable=durable,
-        limits=limits,
-        message_ttl_ms=arguments.get("x-message-ttl"),
-        max_priority=arguments.get("x-max-priority"),
-        single_active_consumer=bool(arguments.get("x-single-active-consumer", False)),
-        # Transient queues do not survive a restart, so their writes need no fsync.
-        fsync_policy=config.fsync_policy if durable else FsyncPolicy.parse("never"),
-        dead_letter_exchange=dead_letter_exchange,
-        dead_letter_routing_key=arguments.get("x-dead-letter-routing-key"),
-        retention=Retention(
-            max_age_ms(arguments["x-max-age"]) if "x-max-age" in arguments
-            else config.retention_ms,
-            arguments.get("x-retention-bytes", config.retention_bytes),
-        ),
-    )
 
 
 def _is_loopback(host: str | None) -> bool:

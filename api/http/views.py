@@ -54,11 +54,17 @@ def queue_view(ctx: ApiContext, record: QueueRecord, shell: QueueShell | None,
         "owner_pid_details": {"name": record.exclusive_owner} if record.exclusive_owner else {},
         "arguments": jsonable(record.arguments), "type": "classic", "state": "running",
         "node": node, "leader": node, "members": members, "online": online,
+        "in_sync": list(record.in_sync) or [node], "epoch": record.epoch,
         "policy": policy.name if policy else None,
         "effective_policy_definition": jsonable(policy.definition) if policy else {},
     }
     if shell is None:
         return view
+    gate = shell.replication
+    if gate is not None:
+        view["high_watermark"] = gate.high_watermark
+        view["replica_lag"] = {member: gate.leader.lag(member) for member in members
+                               if member != node}
     core, counters = shell.core, shell.counters
     rates = ctx.rates.rates(f"{record.vhost}\0{record.name}")
     view.update({

@@ -36,8 +36,11 @@ from logbroker.cluster.cluster_rpc import ClusterRpc
 from logbroker.cluster.cluster_settings import ClusterSettings
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.liveness import LivenessTracker, NodeAddress
+from logbroker.cluster.queue_failover import QueueFailover
+from logbroker.cluster.queue_followers import QueueFollowers
 from logbroker.cluster.queue_host import QueueHost
 from logbroker.cluster.remote_queue import RemoteQueueRegistry
+from logbroker.cluster.replica_feed import ReplicaFeed
 from logbroker.cluster.replicated_metadata import ReplicatedMetadata
 from logbroker.errors import PRECONDITION_FAILED, BrokerError
 from logbroker.metadata import Applied, Command
@@ -81,6 +84,10 @@ class ClusterNode:
         self.membership = ClusterMembership(self)
         self.remote_queues = RemoteQueueRegistry(self)
         self.queue_host = QueueHost(self)
+        self.followers = QueueFollowers(self)
+        self.feed = ReplicaFeed(self)
+        self.failover = QueueFailover(self)
+        self.started_ms = _now_ms()  # the failover rule prefers the longest running node
         self.rpc.on_notice("cluster.heartbeat", self._heard)
 
     @property
@@ -107,6 +114,7 @@ class ClusterNode:
         broker = Broker(self.config, self.fs, self.metadata, proposer=self.metadata.propose)
         broker.remote = self.remote_queues
         broker.placer = self._place
+        broker.use_replicas(self.followers)
         self._broker = broker
         self.metadata.on_applied = self._applied
         self.metadata.on_restored = self._restored
@@ -121,6 +129,7 @@ class ClusterNode:
         self._update_peers()
         self._driver.start()
         broker.start_background()
+        self.feed.start()
         self._heartbeat = asyncio.ensure_future(self._heartbeat_loop())
         if settings.join:
             self._spawn(self.membership.join_through(settings.others()))
@@ -133,8 +142,13 @@ class ClusterNode:
             self._heartbeat.cancel()
         for task in list(self._tasks):
             task.cancel()
+        await self.failover.stop()
+        await self.feed.stop()
         await self.rpc.close()
         if self._broker is not None:
+            if self._broker.roles is not None:
+                await self._broker.roles.settle()
+            await self.followers.stop_all()
             await self._broker.close()
         if self._driver is not None:
             await self._driver.stop()
@@ -267,6 +281,7 @@ class ClusterNode:
                                             self.metadata.state.cluster_nodes(), now)
             if commands:
                 self._spawn(self._propose_all(commands))
+            self.failover.scan()
         elif driver.leader_id is not None:
             self.rpc.notify(driver.leader_id, Envelope("cluster.heartbeat", {
                 "host": address.host, "cluster_port": address.cluster_port,

@@ -21,6 +21,7 @@ messages may have been delivered: only those come back `redelivered`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -43,6 +44,8 @@ from logbroker.queue.queue_recovery import recovered_metas
 from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_stats import AppendWaiters, QueueCounters
 from logbroker.queue.record_cache import RecordCache
+from logbroker.queue.replica_setup import ReplicaSetup, open_gate
+from logbroker.queue.replication_gate import ReplicationGate
 from logbroker.queue.retention import SegmentSummary, reclaim_floor
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
@@ -50,7 +53,8 @@ from segments.group_commit import FsyncPolicy, GroupCommitter
 from segments.log import AppendResult, Log, delete_detached
 from segments.record_batch import LogRecord, Record
 
-__all__ = ["DeliverySink", "QueueSettings", "QueueShell"]
+__all__ = ["DeliverySink", "QueueSettings", "QueueShell", "ReplicaSetup"]
+logger = logging.getLogger(__name__)
 
 CURSOR_FSYNC = FsyncPolicy.parse("interval:200")
 
@@ -61,6 +65,15 @@ ExpiredCallback = Callable[["QueueShell"], None]
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _copy_outcome(source: asyncio.Future[int], target: asyncio.Future[int]) -> None:
+    if target.done():
+        return
+    if source.cancelled() or source.exception() is not None:
+        target.set_exception(source.exception() or asyncio.CancelledError())
+    else:
+        target.set_result(source.result())
 
 
 class QueueShell:
@@ -97,6 +110,9 @@ class QueueShell:
         self._background: set[asyncio.Future[None]] = set()
         self._settles: list[tuple[int, int]] = []  # settled ranges not yet given to the cursor
         self.clock: Callable[[], int] = _now_ms
+        # Set for a replicated queue's leader: readiness and confirms wait for the
+        # high watermark (replication_gate).
+        self.replication: ReplicationGate | None = None
 
     @property
     def name(self) -> str:
@@ -105,8 +121,13 @@ class QueueShell:
     # ------------------------------------------------------------------ open
 
     @classmethod
-    def open(cls, settings: QueueSettings, fs: FileSystem, directory: str) -> QueueShell:
-        """Open (or create) the queue's files and rebuild its state from them."""
+    def open(cls, settings: QueueSettings, fs: FileSystem, directory: str,
+             replica: ReplicaSetup | None = None) -> QueueShell:
+        """Open (or create) the queue's files and rebuild its state from them.
+
+        `replica` makes this the leader of a replicated queue (replica_setup): what
+        lies above the high watermark it starts from waits for the followers.
+        """
         fs.makedirs(directory)
         log = Log.open(fs, os.path.join(directory, "log"))
         cursor = CursorLog.open(fs, os.path.join(directory, "cursor"))
@@ -116,16 +137,28 @@ class QueueShell:
         cursor.forget_from(log.next_offset)
         ack_floor = max(cursor.ack_floor, log.log_start_offset)
         metas, transient = recovered_metas(log, ack_floor, settings)
-        if transient:
+        if transient and replica is None:
             cursor.append(transient)  # non-persistent messages do not survive a restart
             cursor.sync()
+        ready_end, delivered_below, gate = log.next_offset, mark.persisted, None
+        if replica is not None:
+            gate, ready_end = open_gate(replica, fs, directory, log, cursor, _now_ms())
+            delivered_below = log.next_offset  # a new leader cannot know: all redelivered
         core = QueueCore.recover(
-            settings.limits, ack_floor=ack_floor, next_offset=log.next_offset,
-            acked=cursor.acked.ranges(), metas=metas, delivered_below=mark.persisted,
-            max_priority=settings.max_priority,
+            settings.limits, ack_floor=ack_floor, next_offset=max(ack_floor, ready_end),
+            acked=cursor.acked.ranges(), metas=metas[:max(0, ready_end - ack_floor)],
+            delivered_below=delivered_below, max_priority=settings.max_priority,
             single_active_consumer=settings.single_active_consumer, now_ms=_now_ms(),
         )
-        return cls(settings, fs, directory, log, cursor, core, mark)
+        shell = cls(settings, fs, directory, log, cursor, core, mark)
+        if gate is not None:
+            shell._attach(gate, dict(zip(range(ack_floor, log.next_offset), metas, strict=True)))
+        return shell
+
+    def _attach(self, gate: ReplicationGate, metas: dict[int, MessageMeta]) -> None:
+        self.replication = gate
+        self._appended = {o: m for o, m in metas.items() if o >= self.core.next_offset}
+        gate.on_high_watermark = lambda _: self._release_held()
 
     # --------------------------------------------------------------- publish
 
@@ -136,6 +169,11 @@ class QueueShell:
         made them ready: publishes admitted back to back would otherwise all see
         the same ready count and overshoot `x-max-length`.
         """
+        if self.replication is not None:
+            refusal = self.replication.publish_refusal()
+            if refusal is not None:
+                logger.warning("queue %r refuses a publish: %s", self.name, refusal)
+                return Admission.REJECT
         admission = self.core.admit(message.size_bytes, self._admitted, self._admitted_bytes)
         if admission is Admission.ACCEPT:
             self._admitted += 1
@@ -177,6 +215,8 @@ class QueueShell:
             nonlocal admitted
             admitted = False
             self._unadmit(messages)
+            if self.replication is not None:
+                self.replication.wrote(result.next_offset)
             try:
                 for index, meta in enumerate(metas):
                     self._make_ready(result.base_offset + index, meta)
@@ -191,8 +231,14 @@ class QueueShell:
                 return
             if done.cancelled() or done.exception() is not None:
                 confirmed.set_exception(done.exception() or asyncio.CancelledError())
-            else:
+            elif self.replication is None:
                 confirmed.set_result(done.result().base_offset)
+            else:
+                result = done.result()
+                self.replication.persisted(result.next_offset)
+                replicated = self.replication.confirm_when_replicated(
+                    result.base_offset, result.next_offset)
+                replicated.add_done_callback(lambda f: _copy_outcome(f, confirmed))
 
         try:
             written = self._committer.submit_nowait(
@@ -206,13 +252,21 @@ class QueueShell:
 
     def _make_ready(self, offset: int, meta: MessageMeta) -> None:
         self._appended[offset] = meta
-        # Groups are written in offset order, but make the core's order explicit.
-        while self.core.next_offset in self._appended:
+        self._release_held()
+
+    def _release_held(self) -> None:
+        """Make written messages ready in offset order (replicated: below the high watermark)."""
+        limit = self.replication.high_watermark if self.replication is not None else None
+        released = False
+        while self.core.next_offset in self._appended and (
+                limit is None or self.core.next_offset < limit):
             next_offset = self.core.next_offset
             self._run(self.core.enqueue(next_offset, self._appended.pop(next_offset)))
             self.counters.published += 1
-        self.appends.notify()
-        self.schedule_pump()
+            released = True
+        if released:
+            self.appends.notify()
+            self.schedule_pump()
 
     def _unadmit(self, messages: Sequence[Message]) -> None:
         self._admitted = max(0, self._admitted - len(messages))
@@ -236,6 +290,8 @@ class QueueShell:
         return list(self._sinks)
 
     def ack(self, offsets: Sequence[int]) -> None:
+        if self.replication is not None and self.replication.fenced is not None:
+            return  # a stale leader settles nothing: the new leader redelivers
         self.counters.acked += len(offsets)
         self._run(self.core.ack(offsets))
         self.schedule_pump()
@@ -358,6 +414,8 @@ class QueueShell:
     def _after_settle(self, task: asyncio.Future[None]) -> None:
         if task.cancelled() or task.exception() is not None or self.closed:
             return
+        if self.replication is not None:
+            self.replication.acks_grew()
         floor = self.cursor.ack_floor
         self.core.forget_below(floor)
         self._records.settled_below(floor)
@@ -436,6 +494,8 @@ class QueueShell:
         self._flush_settles()
         await asyncio.gather(*list(self._background), return_exceptions=True)
         self.closed = True
+        if self.replication is not None:
+            self.replication.close("the queue's leader replica closed")
         if self._timer is not None:
             self._timer.cancel()
         await self._committer.close()

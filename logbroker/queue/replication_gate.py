@@ -1,0 +1,111 @@
+"""`ReplicationGate`: the leader side of a replicated queue, between its shell and followers.
+
+Theory of operation (DESIGN.md section 6). A replicated queue's leader
+writes publishes to its log as a single node does, but a message becomes
+ready for consumers, and its publish is confirmed, only once it is below
+the high watermark: persisted by every in-sync replica. The shell hands
+written records here (`wrote`) and durable ones (`persisted`); followers'
+fetches (`logbroker.cluster.replica_feed`) move the high watermark through
+the `ReplicationLeader` core, and every move releases the confirms and the
+held messages below it (`on_high_watermark`, set by the shell).
+
+Fencing: once the queue's epoch has moved on, or this node has lost the
+controller for the session timeout, the gate is `fenced`: publishes are
+refused and acks ignored, so a stale leader can neither confirm nor settle
+anything the new leader would not know.
+
+Invariants: confirms resolve in offset order, never above the high
+watermark; a fenced gate stays fenced (the shell closes soon after).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable
+
+from logbroker.queue.queue_stats import AppendWaiters
+from replication.queue.epoch_history import EpochHistory
+from replication.queue.replication_leader import ReplicationLeader
+
+
+class ReplicationGate:
+    def __init__(self, leader: ReplicationLeader, history: EpochHistory) -> None:
+        self.leader = leader
+        self.history = history
+        self.changes = AppendWaiters()  # fetches waiting for news
+        self.fenced: str | None = None
+        self.acked_version = 0  # bumped whenever the cursor's range set grows
+        self.on_high_watermark: Callable[[int], None] | None = None
+        self._confirms: collections.deque[tuple[int, asyncio.Future[int], int]] = (
+            collections.deque())
+
+    @property
+    def high_watermark(self) -> int:
+        return self.leader.high_watermark
+
+    def publish_refusal(self) -> str | None:
+        return self.fenced or self.leader.publish_refusal()
+
+    def fence(self, reason: str) -> None:
+        if self.fenced is None:
+            self.fenced = reason
+            for _, future, _ in self._confirms:
+                if not future.done():
+                    future.set_exception(GateFenced(reason))
+            self._confirms.clear()
+            self.changes.notify()
+
+    # ----------------------------------------------------------- from the shell
+
+    def wrote(self, next_offset: int) -> None:
+        self.leader.leader_wrote(next_offset)
+        self.changes.notify()
+
+    def persisted(self, next_offset: int) -> None:
+        self._moved(lambda: self.leader.leader_persisted(next_offset))
+
+    def confirm_when_replicated(self, base_offset: int, next_offset: int
+                                ) -> asyncio.Future[int]:
+        """A future giving `base_offset` once the high watermark reaches `next_offset`."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if self.fenced is not None:
+            future.set_exception(GateFenced(self.fenced))
+        elif next_offset <= self.high_watermark:
+            future.set_result(base_offset)
+        else:
+            self._confirms.append((next_offset, future, base_offset))
+        return future
+
+    def acks_grew(self) -> None:
+        self.acked_version += 1
+        self.changes.notify()
+
+    # --------------------------------------------------------- from the feed
+
+    def moved(self, change: Callable[[], object]) -> None:
+        """Run a change to the core (a fetch, an in-sync commit) and release what it allows."""
+        self._moved(change)
+
+    def _moved(self, change: Callable[[], object]) -> None:
+        before = self.leader.high_watermark
+        change()
+        after = self.leader.high_watermark
+        if after > before:
+            self._release(after)
+            self.changes.notify()  # followers learn the new high watermark
+
+    def _release(self, high_watermark: int) -> None:
+        while self._confirms and self._confirms[0][0] <= high_watermark:
+            _, future, base_offset = self._confirms.popleft()
+            if not future.done():
+                future.set_result(base_offset)
+        if self.on_high_watermark is not None:
+            self.on_high_watermark(high_watermark)
+
+    def close(self, reason: str) -> None:
+        self.fence(reason)
+
+
+class GateFenced(Exception):
+    """The queue's leadership moved on: the publish is not confirmed here."""

@@ -1,0 +1,112 @@
+"""`ReplicaRoles`: which replicated queues this node leads or follows, and the moves between.
+
+Theory of operation. The metadata names each replicated queue's leader,
+members and epoch. After every change the broker calls `sync(vhost, name)`,
+and this brings the node in line with the record, one queue at a time and
+in order (the moves of one queue are chained):
+
+- leader here: close the follower replica if there is one (it knew the high
+  watermark), then open the queue shell on the same directory, as leader of
+  the record's epoch; a shell of an older epoch is closed and reopened;
+- follower here: fence and close the shell if this node led the queue (its
+  consumers are cancelled; what it had not replicated is cut when it
+  follows), then follow;
+- neither (not a member any more, or the queue is gone): stop following and
+  delete the copy.
+
+Each move reads the record when it runs, so a burst of changes ends in the
+state of the last one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from logbroker.broker import Broker
+
+logger = logging.getLogger(__name__)
+Key = tuple[str, str]
+
+
+class QueueReplicas(Protocol):
+    """The follower replicas of this node (`logbroker.cluster.queue_followers`)."""
+
+    def following(self) -> set[Key]: ...
+
+    def follow(self, vhost: str, name: str) -> None: ...
+
+    async def stop(self, vhost: str, name: str) -> int: ...
+
+    async def forget(self, vhost: str, name: str) -> None: ...
+
+
+class ReplicaRoles:
+    def __init__(self, broker: Broker, replicas: QueueReplicas, node_name: str) -> None:
+        self._broker = broker
+        self.replicas = replicas
+        self._node = node_name
+        self._chains: dict[Key, asyncio.Future[None]] = {}
+
+    def sync(self, vhost: str, name: str) -> None:
+        key = (vhost, name)
+        previous = self._chains.get(key)
+        task = asyncio.ensure_future(self._after(previous, key))
+        self._chains[key] = task
+        task.add_done_callback(lambda done: self._finished(key, done))
+
+    def _finished(self, key: Key, task: asyncio.Future[None]) -> None:
+        if self._chains.get(key) is task:
+            del self._chains[key]
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("queue %r in vhost %r: replica role change failed: %s",
+                         key[1], key[0], task.exception())
+
+    async def settle(self) -> None:
+        while self._chains:
+            await asyncio.gather(*list(self._chains.values()), return_exceptions=True)
+
+    def sync_all(self) -> None:
+        """After a snapshot or at start: every replicated queue, and every copy kept here."""
+        keys = set(self.replicas.following())
+        state = self._broker.state
+        for vhost_record in state.vhosts():
+            for record in state.queues(vhost_record.name):
+                if record.replicated and self._node in record.members:
+                    keys.add((vhost_record.name, record.name))
+        for vhost, name in sorted(keys):
+            self.sync(vhost, name)
+
+    async def _after(self, previous: asyncio.Future[None] | None, key: Key) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        await self._move(key)
+
+    async def _move(self, key: Key) -> None:
+        vhost, name = key
+        broker = self._broker
+        record = broker.state.queue(vhost, name)
+        shell = broker.queue(vhost, name)
+        if record is not None and record.leader_node == self._node:
+            if shell is not None:
+                gate = shell.replication
+                if gate is None or gate.leader.epoch == record.epoch:
+                    return
+                await broker.close_queue(vhost, name, f"epoch {record.epoch} began")
+            high_watermark = 0
+            if key in self.replicas.following():
+                high_watermark = await self.replicas.stop(vhost, name)
+            logger.info("node %s leads queue %r in vhost %r (epoch %d)", self._node, name,
+                        vhost, record.epoch)
+            broker.open_queue(vhost, name, high_watermark)
+            return
+        if shell is not None:
+            epoch = record.epoch if record is not None else "none"
+            await broker.close_queue(vhost, name, f"node {self._node} no longer leads the "
+                                     f"queue (epoch {epoch})")
+        if record is not None and record.replicated and self._node in record.members:
+            self.replicas.follow(vhost, name)
+        elif key in self.replicas.following():
+            await self.replicas.forget(vhost, name)

@@ -1,0 +1,134 @@
+"""`FollowerReplica`: a follower's copy of a queue on disk.
+
+Theory of operation. A follower's queue directory holds the same files as
+its leader's: the segment log (`log/`), the cursor log (`cursor`) and the
+epoch history (`epochs`). The follower appends the leader's batches as they
+are (same offsets, same bytes, CRC checked), makes them durable, and only
+then reports the new end in its next fetch, so the leader never counts a
+copy that a crash could take back. Acks arrive as the leader's whole range
+set, never as a replay of events: the follower appends what it lacks to its
+cursor log. Segments below the leader's log start are deleted here too.
+
+Nothing here serves clients: a follower is promoted by closing this and
+opening the queue shell on the same directory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from replication.queue.epoch_history import EpochHistory, EpochStart
+from replication.queue.replication_leader import Truncate, follower_cut
+from segments.cursor_log import CursorLog
+from segments.filesystem import FileSystem
+from segments.log import Log
+from segments.range_set import RangeSet
+
+
+class FollowerReplica:
+    def __init__(self, fs: FileSystem, directory: str, log: Log, cursor: CursorLog,
+                 history: EpochHistory) -> None:
+        self._fs = fs
+        self.directory = directory
+        self.log = log
+        self.cursor = cursor
+        self.history = history
+        self.high_watermark = 0  # as last heard from the leader
+        self.acked_version = -1  # the leader's cursor version fully applied here
+        self.closed = False
+
+    @classmethod
+    def open(cls, fs: FileSystem, directory: str) -> FollowerReplica:
+        fs.makedirs(directory)
+        log = Log.open(fs, os.path.join(directory, "log"))
+        cursor = CursorLog.open(fs, os.path.join(directory, "cursor"))
+        cursor.forget_from(log.next_offset)
+        history = EpochHistory.load(fs, directory)
+        history.truncate_from(log.next_offset + 1)  # epochs whose records were lost
+        return cls(fs, directory, log, cursor, history)
+
+    @property
+    def next_offset(self) -> int:
+        return self.log.next_offset
+
+    @property
+    def log_start(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def last_epoch(self) -> int:
+        return self.history.latest_epoch
+
+    # -------------------------------------------------------------- changes
+
+    def truncate(self, verdict: Truncate) -> int:
+        """Cut the divergent tail; return the new end."""
+        cut = max(self.log.log_start_offset,
+                  follower_cut(verdict, self.history, self.log.next_offset))
+        self.log.truncate_to(cut)  # syncs
+        if self.cursor.forget_from(cut):
+            self.cursor.sync()
+        self.history.truncate_from(cut)
+        self.history.save(self._fs, self.directory)
+        self.acked_version = -1
+        return cut
+
+    def reset(self, start_offset: int) -> None:
+        """Below the leader's log start: start over, empty, at `start_offset`."""
+        self.log.truncate_fully_and_start_at(start_offset)
+        self.cursor.forget_from(0)
+        self.cursor.append([(0, start_offset)] if start_offset else [])
+        self.cursor.sync()
+        self.history.truncate_from(0)
+        self.history.save(self._fs, self.directory)
+        self.acked_version = -1
+
+    def append(self, batches: Sequence[bytes], epochs: Sequence[EpochStart]) -> None:
+        """Append the leader's batches (not yet durable: `sync` before reporting).
+
+        The epochs they belong to are saved before `sync` makes them count; a crash
+        between the two leaves records of an unrecorded epoch, which the next fetch
+        treats as divergent and cuts (a refetch, never a wrong copy).
+        """
+        for data in batches:
+            self.log.append_raw_batch(data)
+        if self._adopt_epochs(epochs, self.log.next_offset):
+            self.history.save(self._fs, self.directory)
+
+    def _adopt_epochs(self, epochs: Sequence[EpochStart], end: int) -> bool:
+        changed = False
+        for entry in epochs:
+            if entry.epoch > self.history.latest_epoch and entry.start_offset < end:
+                changed |= self.history.begin(entry.epoch, entry.start_offset)
+        return changed
+
+    def sync(self) -> None:
+        """Make appended batches durable (may run on another thread)."""
+        self.log.sync()
+
+    def apply_acks(self, ranges: Sequence[tuple[int, int]], version: int) -> None:
+        """Take the leader's acked ranges; only those below this log's end are kept."""
+        end = self.log.next_offset
+        wanted = RangeSet(r for r in ((lo, min(hi, end)) for lo, hi in ranges) if r[0] < r[1])
+        missing: list[tuple[int, int]] = []
+        for lo, hi in wanted:
+            missing.extend(self.cursor.acked.missing_in(lo, hi))
+        if missing:
+            self.cursor.append(missing)
+            self.cursor.sync()
+        clipped = any(hi > end for _, hi in ranges)
+        if not clipped:
+            self.acked_version = version
+
+    def follow_log_start(self, leader_log_start: int) -> None:
+        """Delete whole segments the leader deleted (retention is the leader's decision)."""
+        if leader_log_start > self.log.log_start_offset:
+            self.log.delete_before(min(leader_log_start, self.log.next_offset))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.log.close()
+        self.cursor.close()

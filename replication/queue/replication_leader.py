@@ -1,0 +1,237 @@
+"""`ReplicationLeader`: a queue leader's view of its followers (pure).
+
+Theory of operation. Followers pull: each fetch says (epoch, the follower's
+next offset, the last epoch it holds). The leader answers with a verdict
+(`on_fetch`): stream from that offset, cut the log back first (the follower
+holds records of an epoch that did not survive here), start over at the
+log's start (it fell behind retention), or refuse (another epoch). A fetch
+at next offset N also says the follower has persisted everything below N:
+that is its progress, kept as three numbers per follower whatever the
+length of an outage, and nothing is buffered for a follower that is away
+(the leader reads its log when a fetch comes).
+
+The high watermark is the lowest persisted end among the in-sync replicas
+(the leader's durable end included). It never falls. Publishes below it are
+confirmed and messages below it are deliverable; nothing above it has
+enough copies to survive a failover.
+
+Divergence: a follower whose last epoch ends sooner here than its next
+offset, or that holds an epoch this log does not know, is told where the
+last shared epoch ends (`Truncate`); the follower cuts at the sooner of that
+and its own end of that epoch, and fetches again.
+
+In-sync tracking: a follower is caught up when a fetch reaches the end of
+the leader's log; an in-sync follower that has not been caught up for
+`lag_max_ms`, or is more than `lag_max_messages` behind, is dropped from the
+set; an out-of-sync follower whose persisted end reaches the high watermark
+is added back. The set only changes through the metadata log (the leader
+proposes, `in_sync_committed` applies), one change at a time, so the set the
+high watermark is computed from is always one the controller has recorded:
+a failover then picks from replicas that truly hold every confirmed message.
+
+Invariants: the leader is always in the in-sync set; the high watermark is
+monotonic and never above the leader's durable end; at most one in-sync
+change is outstanding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from replication.queue.epoch_history import EpochHistory
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationLimits:
+    lag_max_ms: int = 4000
+    lag_max_messages: int = 1_000_000
+    min_in_sync: int | None = None  # None: a majority of the members
+
+    def min_in_sync_of(self, member_count: int) -> int:
+        if self.min_in_sync is not None:
+            return max(1, min(self.min_in_sync, member_count))
+        return member_count // 2 + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """Send records from `from_offset` (the follower's next offset)."""
+
+    from_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Truncate:
+    """The follower's records diverge: epoch `epoch` (the last one the leader shares with
+    it) ends at `to_offset` here; the follower cuts its log there, or where that epoch ends
+    in its own log if sooner (`follower_cut`), then fetches again."""
+
+    to_offset: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """The follower is below the log's start: it empties its log and starts at `start_offset`."""
+
+    start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """Not this leader's epoch, or not a member: `reason` says which."""
+
+    reason: str
+
+
+FetchVerdict = Stream | Truncate | Reset | Refuse
+
+
+@dataclass(slots=True)
+class FollowerProgress:
+    persisted_end: int = 0
+    caught_up_ms: int = 0  # last time a fetch reached the leader's durable end
+    fetched_ms: int = 0
+
+
+class ReplicationLeader:
+    def __init__(self, node: str, epoch: int, members: Sequence[str], in_sync: Sequence[str],
+                 durable_end: int, high_watermark: int, now_ms: int,
+                 limits: ReplicationLimits | None = None) -> None:
+        self.node = node
+        self.epoch = epoch
+        self.members = tuple(members)
+        self.limits = limits or ReplicationLimits()
+        self._in_sync = tuple(in_sync) if node in in_sync else (node, *in_sync)
+        self._durable_end = durable_end
+        self._written_end = durable_end
+        self._high_watermark = min(high_watermark, durable_end)
+        # A new leader gives its followers a full lag bound to show up.
+        self._progress = {m: FollowerProgress(0, now_ms, now_ms) for m in self.members
+                          if m != node}
+        self._pending: tuple[str, ...] | None = None
+        self._advance()  # alone in sync: everything durable is replicated enough
+
+    # ----------------------------------------------------------------- state
+
+    @property
+    def in_sync(self) -> tuple[str, ...]:
+        return self._in_sync
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def durable_end(self) -> int:
+        return self._durable_end
+
+    @property
+    def written_end(self) -> int:
+        return self._written_end
+
+    def progress(self, follower: str) -> FollowerProgress | None:
+        return self._progress.get(follower)
+
+    def lag(self, follower: str) -> int | None:
+        """Messages the follower has not persisted yet (None: not a follower)."""
+        progress = self._progress.get(follower)
+        return None if progress is None else max(0, self._written_end - progress.persisted_end)
+
+    def publish_refusal(self) -> str | None:
+        """Why a publish must be refused now (too few in-sync replicas), or None."""
+        needed = self.limits.min_in_sync_of(len(self.members))
+        if len(self._in_sync) < needed:
+            return (f"only {len(self._in_sync)} of the {needed} in-sync replicas the queue "
+                    f"needs ({', '.join(self._in_sync)} of {', '.join(self.members)})")
+        return None
+
+    # ---------------------------------------------------------------- inputs
+
+    def on_fetch(self, follower: str, epoch: int, next_offset: int, last_epoch: int,
+                 history: EpochHistory, log_start: int, now_ms: int) -> FetchVerdict:
+        """Judge a fetch; a `Stream` verdict also records the follower's progress.
+
+        `history` and `log_start` are the leader's log's.
+        """
+        if epoch != self.epoch:
+            return Refuse(f"the queue is at epoch {self.epoch} here, the fetch says {epoch}")
+        progress = self._progress.get(follower)
+        if progress is None:
+            return Refuse(f"node {follower} is not a follower of this queue")
+        progress.fetched_ms = now_ms
+        if last_epoch > self.epoch:
+            return Refuse(f"the follower holds epoch {last_epoch}, newer than {self.epoch}")
+        if next_offset < log_start:
+            return Reset(log_start)
+        found, end = history.end_offset_of(last_epoch, self._written_end)
+        if found != last_epoch or next_offset > end:
+            return Truncate(end, found)
+        progress.persisted_end = max(progress.persisted_end, next_offset)
+        if next_offset >= self._written_end:
+            progress.caught_up_ms = now_ms
+        self._advance()
+        return Stream(next_offset)
+
+    def leader_wrote(self, written_end: int) -> None:
+        """The leader's log holds records below `written_end` (durable or not yet)."""
+        self._written_end = max(self._written_end, written_end)
+
+    def leader_persisted(self, durable_end: int) -> None:
+        """The leader's own log is durable below `durable_end`."""
+        self._durable_end = max(self._durable_end, durable_end)
+        self._written_end = max(self._written_end, durable_end)
+        self._advance()
+
+    def in_sync_committed(self, in_sync: Sequence[str]) -> None:
+        """The metadata log recorded `in_sync` for this epoch."""
+        self._in_sync = tuple(in_sync)
+        self._pending = None
+        self._advance()
+
+    def in_sync_change_failed(self) -> None:
+        self._pending = None
+
+    def tick(self, now_ms: int) -> tuple[str, ...] | None:
+        """The in-sync set to propose now, if it should change and nothing is pending."""
+        if self._pending is not None:
+            return None
+        wanted = [self.node]
+        for member in self.members:
+            if member == self.node:
+                continue
+            progress = self._progress[member]
+            if member in self._in_sync:
+                if not self._lagging(progress, now_ms):
+                    wanted.append(member)
+            elif progress.persisted_end >= self._high_watermark and not self._lagging(
+                    progress, now_ms):
+                wanted.append(member)
+        proposal = tuple(wanted)
+        if proposal == self._in_sync:
+            return None
+        self._pending = proposal
+        return proposal
+
+    def _lagging(self, progress: FollowerProgress, now_ms: int) -> bool:
+        behind = self._written_end - progress.persisted_end
+        if behind > self.limits.lag_max_messages:
+            return True
+        return behind > 0 and now_ms - progress.caught_up_ms > self.limits.lag_max_ms
+
+    def _advance(self) -> None:
+        ends = [self._durable_end]
+        ends.extend(self._progress[m].persisted_end for m in self._in_sync if m != self.node
+                    and m in self._progress)
+        self._high_watermark = max(self._high_watermark, min(ends))
+
+
+def follower_cut(verdict: Truncate, own_history: EpochHistory, own_end: int) -> int:
+    """Where a follower cuts its log on `verdict`: the sooner of the leader's end of the
+    shared epoch and its own end of it."""
+    own_found, own_epoch_end = own_history.end_offset_of(verdict.epoch, own_end)
+    if own_found != verdict.epoch:
+        # The follower does not hold that epoch either: keep what precedes its next epoch.
+        return min(verdict.to_offset, own_epoch_end)
+    return min(verdict.to_offset, own_epoch_end, own_end)
