@@ -307,8 +307,9 @@ class Broker:
         if gate is not None and gate.leader.epoch == event.queue.epoch:
             gate.moved(lambda: gate.leader.in_sync_committed(event.queue.in_sync))
 
-    def open_queue(self, vhost: str, name: str, high_watermark: int) -> None:
-        """Open a replicated queue led here (ReplicaRoles), from `high_watermark`."""
+    def open_queue(self, vhost: str, name: str, high_watermark: int | None) -> None:
+        """Open a replicated queue led here (ReplicaRoles), from the `high_watermark` its
+        follower replica knew (None: unknown)."""
         self._open_queue(vhost, name, high_watermark)
 
     async def close_queue(self, vhost: str, name: str, reason: str) -> None:
@@ -321,15 +322,18 @@ class Broker:
         shell.cancel_consumers()
         await shell.close()
 
-    def _open_queue(self, vhost: str, name: str, high_watermark: int = 0) -> None:
+    def _open_queue(self, vhost: str, name: str, high_watermark: int | None = None) -> None:
         if (vhost, name) in self._queues or not self.leads_queue(vhost, name):
             return
         settings = self.queue_settings(vhost, name)
         record = self.state.queue(vhost, name)
         replica = None
         if record is not None and record.replicated and self.roles is not None:
-            replica = ReplicaSetup(self.config.node_name, record.epoch, record.members,
-                                   record.in_sync, high_watermark)
+            definition = self._policy_definition(vhost, name)
+            replica = ReplicaSetup(
+                self.config.node_name, record.epoch, record.members, record.in_sync,
+                high_watermark, sync_mode=_sync_mode(definition),
+                sync_batch_size=int(definition.get("ha-sync-batch-size", 4096)))
         shell = QueueShell.open(settings, self.fs, self.queue_directory(vhost, name), replica)
         shell.on_dead_letter = self.publisher.dead_letter
         shell.on_expired = self._queue_expired
@@ -337,6 +341,10 @@ class Broker:
         # The first pump arms the queue's timer, so x-expires and message TTLs run
         # even if nobody ever consumes from the queue.
         shell.schedule_pump()
+
+    def _policy_definition(self, vhost: str, name: str) -> Mapping[str, Any]:
+        policy = self.state.effective_policy(vhost, "queue", name)
+        return policy.definition if policy is not None else {}
 
     def _drop_queue(self, vhost: str, name: str) -> None:
         shell = self._queues.pop((vhost, name), None)
@@ -373,6 +381,10 @@ class Broker:
         settings = self.queue_settings(vhost, name)
         shell.settings = settings
         shell.core.set_limits(settings.limits)
+        if shell.replication is not None:
+            definition = self._policy_definition(vhost, name)
+            shell.replication.leader.sync_mode = _sync_mode(definition)
+            shell.replication.sync_batch_size = int(definition.get("ha-sync-batch-size", 4096))
         shell.schedule_pump()
 
     def _remove_orphan_queue_directories(self) -> None:
@@ -389,6 +401,13 @@ class Broker:
 async def _close_and_remove(shell: QueueShell) -> None:
     await shell.close()
     shutil.rmtree(shell.directory, ignore_errors=True)
+
+
+def _sync_mode(definition: Mapping[str, Any]) -> str:
+    """ha-sync-mode: RabbitMQ's default under an ha-mode policy is manual; queues
+    replicated by `x-queue-replicas` copy everything, as quorum queues do."""
+    default = "manual" if "ha-mode" in definition else "automatic"
+    return str(definition.get("ha-sync-mode", default))
 
 
 def _is_loopback(host: str | None) -> bool:

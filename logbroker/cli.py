@@ -180,13 +180,17 @@ async def serve(settings: ServeSettings) -> int:
                 os.path.abspath(settings.data_dir))
     context = ApiContext(broker, Listeners(settings.amqp_port, settings.http_port,
                                            settings.host),
-                         cluster=cluster.membership if cluster is not None else None)
+                         cluster=cluster.membership if cluster is not None else None,
+                         replicas=cluster.handover if cluster is not None else None)
     http = await start_http_server(context, settings.host, settings.http_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
+    if cluster is not None:
+        logger.info("shutting down: handing led queues to their followers")
+        await cluster.handover.hand_over_all()
     logger.info("shutting down: finishing in-flight confirms")
     await http.stop()
     await stop_amqp_server(server)

@@ -38,7 +38,7 @@ class QueueReplicas(Protocol):
 
     def follow(self, vhost: str, name: str) -> None: ...
 
-    async def stop(self, vhost: str, name: str) -> int: ...
+    async def stop(self, vhost: str, name: str) -> int | None: ...
 
     async def forget(self, vhost: str, name: str) -> None: ...
 
@@ -53,6 +53,8 @@ class ReplicaRoles:
     def sync(self, vhost: str, name: str) -> None:
         key = (vhost, name)
         previous = self._chains.get(key)
+        if previous is None and self._move_now(key):
+            return  # nothing to wait for: a declare finds its queue open when it returns
         task = asyncio.ensure_future(self._after(previous, key))
         self._chains[key] = task
         task.add_done_callback(lambda done: self._finished(key, done))
@@ -84,6 +86,25 @@ class ReplicaRoles:
             await asyncio.gather(previous, return_exceptions=True)
         await self._move(key)
 
+    def _move_now(self, key: Key) -> bool:
+        """Make a move that needs no waiting (open a new queue, start following) at once;
+        False when the move must close something first."""
+        vhost, name = key
+        broker = self._broker
+        record = broker.state.queue(vhost, name)
+        shell = broker.queue(vhost, name)
+        following = key in self.replicas.following()
+        if record is None or shell is not None or following:
+            return False
+        if record.leader_node == self._node:
+            logger.info("node %s leads queue %r in vhost %r (epoch %d)", self._node, name,
+                        vhost, record.epoch)
+            broker.open_queue(vhost, name, None)
+            return True
+        if record.replicated and self._node in record.members:
+            self.replicas.follow(vhost, name)
+        return True
+
     async def _move(self, key: Key) -> None:
         vhost, name = key
         broker = self._broker
@@ -95,7 +116,7 @@ class ReplicaRoles:
                 if gate is None or gate.leader.epoch == record.epoch:
                     return
                 await broker.close_queue(vhost, name, f"epoch {record.epoch} began")
-            high_watermark = 0
+            high_watermark: int | None = None
             if key in self.replicas.following():
                 high_watermark = await self.replicas.stop(vhost, name)
             logger.info("node %s leads queue %r in vhost %r (epoch %d)", self._node, name,

@@ -14,6 +14,7 @@ from api.cli import admin_commands as admin
 from api.cli import cluster_commands as cluster
 from api.cli import dev_cluster, replay_command
 from api.cli import message_commands as messages
+from api.cli import queue_commands as queue_verbs
 from api.cli.options import connection_parent
 from api.cli.tables import LIST_KINDS
 
@@ -188,6 +189,26 @@ def _add_cluster(commands: Subparsers) -> None:
     forget.add_argument("name", help="the node's name, as `cluster status` lists it")
 
 
+def _add_queue(commands: Subparsers) -> None:
+    group = commands.add_parser(
+        "queue", help="replicated queues: sync, cancel-sync, transfer-leader, "
+        "rebalance-leaders", description=queue_verbs.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = group.add_subparsers(dest="queue_command", required=True, metavar="COMMAND")
+    for name, handler, help_text in (
+            ("sync", queue_verbs.sync, "members not in sync copy the whole queue"),
+            ("cancel-sync", queue_verbs.cancel_sync, "stop the copies `sync` started"),
+            ("transfer-leader", queue_verbs.transfer_leader,
+             "move the queue's leader to another in-sync member")):
+        verb = _command(verbs, name, handler, help_text)
+        verb.add_argument("queue", help="the queue's name")
+        if name == "transfer-leader":
+            verb.add_argument("--node", default=None,
+                              help="the new leader (default: the best in-sync follower)")
+    _command(verbs, "rebalance-leaders", queue_verbs.rebalance_leaders,
+             "spread replicated queues' leaders evenly over the nodes that are up")
+
+
 def _add_dev_cluster(commands: Subparsers) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "dev-cluster", help="run a local N-node cluster on 127.0.0.1 until Ctrl-C",
@@ -206,5 +227,5 @@ def _positive(text: str) -> int:
 def add_client_commands(commands: Subparsers) -> None:
     """Add every client subcommand to `logbroker`'s subparsers."""
     for add in (_add_declare, _add_delete, _add_listing, _add_messaging, _add_replay,
-                _add_access, _add_cluster, _add_dev_cluster):
+                _add_access, _add_cluster, _add_queue, _add_dev_cluster):
         add(commands)

@@ -193,6 +193,25 @@ class AsyncClient(ClientBase):
         `nodes` [{name, host, cluster_port, role, status, since_ms, connected, ...}]."""
         return await self._send(calls.cluster_status())
 
+    async def sync_queue(self, queue: str, vhost: str = "/") -> None:
+        """Members of a replicated queue that are not in sync copy it all (ha-sync-mode
+        manual)."""
+        await self._send(calls.queue_action(vhost, queue, "sync"))
+
+    async def cancel_sync_queue(self, queue: str, vhost: str = "/") -> None:
+        await self._send(calls.queue_action(vhost, queue, "cancel_sync"))
+
+    async def transfer_queue_leader(self, queue: str, node: str | None = None,
+                                    vhost: str = "/") -> str:
+        """Move a replicated queue's leader to `node` (None: its best in-sync follower);
+        returns the new leader."""
+        answer = await self._send(calls.queue_action(vhost, queue, "transfer_leader", node))
+        return str(answer["leader"])
+
+    async def rebalance_queue_leaders(self) -> list[dict[str, str]]:
+        """Spread replicated queues' leaders evenly; the moves made."""
+        return await self._send(calls.rebalance_queues())
+
     async def add_cluster_node(self, name: str, host: str, cluster_port: int = 25672) -> None:
         """Make the node `name` (started with `--join`) a member of the cluster."""
         await self._send(calls.add_cluster_node(name, host, cluster_port))

@@ -215,6 +215,26 @@ def remove_cluster_node(name: str) -> Call[None]:
     return Call("DELETE", f"/api/cluster/nodes/{segment(name)}", _nothing, idempotent=False)
 
 
+def queue_action(vhost: str, queue: str, action: str, node: str | None = None
+                 ) -> Call[dict[str, Any]]:
+    """POST /api/queues/{vhost}/{name}/actions: sync, cancel_sync or transfer_leader."""
+    body: dict[str, Any] = {"action": action}
+    if node is not None:
+        body["node"] = node
+
+    def parse(response: httpx.Response) -> dict[str, Any]:
+        return {} if response.status_code == 204 else _object(response)
+    # A leadership move is reported, not silently repeated on another node.
+    return Call("POST", f"/api/queues/{segment(vhost)}/{segment(queue)}/actions", parse,
+                body, idempotent=action != "transfer_leader")
+
+
+def rebalance_queues() -> Call[list[dict[str, str]]]:
+    def parse(response: httpx.Response) -> list[dict[str, str]]:
+        return list(_object(response)["moves"])
+    return Call("POST", "/api/rebalance/queues", parse, {}, idempotent=False)
+
+
 # ------------------------------------------------------------------- data plane
 
 def publish(vhost: str, exchange: str, message: OutgoingMessage) -> Call[PublishResult]:

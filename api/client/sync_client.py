@@ -195,6 +195,25 @@ class Client(ClientBase):
         `nodes` [{name, host, cluster_port, role, status, since_ms, connected, ...}]."""
         return self._send(calls.cluster_status())
 
+    def sync_queue(self, queue: str, vhost: str = "/") -> None:
+        """Members of a replicated queue that are not in sync copy it all (ha-sync-mode
+        manual)."""
+        self._send(calls.queue_action(vhost, queue, "sync"))
+
+    def cancel_sync_queue(self, queue: str, vhost: str = "/") -> None:
+        self._send(calls.queue_action(vhost, queue, "cancel_sync"))
+
+    def transfer_queue_leader(self, queue: str, node: str | None = None,
+                              vhost: str = "/") -> str:
+        """Move a replicated queue's leader to `node` (None: its best in-sync follower);
+        returns the new leader."""
+        answer = self._send(calls.queue_action(vhost, queue, "transfer_leader", node))
+        return str(answer["leader"])
+
+    def rebalance_queue_leaders(self) -> list[dict[str, str]]:
+        """Spread replicated queues' leaders evenly; the moves made."""
+        return self._send(calls.rebalance_queues())
+
     def add_cluster_node(self, name: str, host: str, cluster_port: int = 25672) -> None:
         """Make the node `name` (started with `--join`) a member of the cluster."""
         self._send(calls.add_cluster_node(name, host, cluster_port))

@@ -1,6 +1,7 @@
 """What every route needs: the broker, the node's description, leases, rates and the cluster.
 
-`cluster` is None on a standalone node (started without `--peers` / `--join`).
+`cluster` and `replicas` are None on a standalone node (started without `--peers` /
+`--join`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from fastapi import Request
 from api.http.leases import LeaseTable
 from api.http.rates import RateSampler
 from logbroker.broker import Broker
-from logbroker.cluster.cluster_control import ClusterControl
+from logbroker.cluster.cluster_control import ClusterControl, ReplicaControl
 
 HTTP_CONNECTION_ID = "http"  # REST calls share one pseudo-connection (no exclusive queues)
 
@@ -35,6 +36,7 @@ class ApiContext:
     max_body_bytes: int = 64 * 1024 * 1024
     connection_id: str = HTTP_CONNECTION_ID
     cluster: ClusterControl | None = None
+    replicas: ReplicaControl | None = None
 
     @property
     def node_name(self) -> str:

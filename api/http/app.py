@@ -18,6 +18,7 @@ from api.http.routes import (
     metrics,
     overview,
     policies,
+    queue_actions,
     queues,
     replay,
     websocket,
@@ -33,7 +34,8 @@ def create_app(context: ApiContext) -> FastAPI:
     )
     app.state.context = context
     install_error_handlers(app)
-    for module in (overview, cluster, access, exchanges, queues, bindings, policies,
+    for module in (overview, cluster, access, exchanges, queues, queue_actions, bindings,
+                   policies,
                    definitions, data_plane, replay, metrics, websocket):
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=context.max_body_bytes)

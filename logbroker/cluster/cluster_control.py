@@ -36,3 +36,26 @@ class ClusterControl(Protocol):
         """Remove a node from the membership and forget it (404 if unknown).
         Removing the node itself is `leave`."""
         ...
+
+
+class ReplicaControl(Protocol):
+    """What the HTTP API and the CLI may ask about replicated queues' leadership."""
+
+    async def transfer(self, vhost: str, name: str, target: str | None) -> str:
+        """Move the queue's leader to `target` (None: the best in-sync follower); return
+        the new leader. 404 for an unknown queue, 406 when it is not replicated or the
+        target is not an in-sync member that is up."""
+        ...
+
+    async def rebalance(self) -> list[dict[str, str]]:
+        """Spread replicated queues' leaders evenly; the moves made
+        (`{"vhost", "name", "from", "to"}`)."""
+        ...
+
+    async def sync(self, vhost: str, name: str) -> None:
+        """Make every member that is not in sync copy the whole queue (ha-sync-mode manual)."""
+        ...
+
+    async def cancel_sync(self, vhost: str, name: str) -> None:
+        """Stop the full copies `sync` started; those members take new messages only."""
+        ...

@@ -38,6 +38,7 @@ from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.liveness import LivenessTracker, NodeAddress
 from logbroker.cluster.queue_failover import QueueFailover
 from logbroker.cluster.queue_followers import QueueFollowers
+from logbroker.cluster.queue_handover import QueueHandover
 from logbroker.cluster.queue_host import QueueHost
 from logbroker.cluster.remote_queue import RemoteQueueRegistry
 from logbroker.cluster.replica_feed import ReplicaFeed
@@ -72,7 +73,8 @@ class ClusterNode:
         self.rpc = ClusterRpc(self._send_frame, self._on_raft)
         self.metadata = ReplicatedMetadata(settings.node_name, self.rpc,
                                            settings.proposal_timeout_s)
-        self.liveness = LivenessTracker(settings.node_name, settings.session_timeout_ms)
+        self.liveness = LivenessTracker(settings.node_name, settings.session_timeout_ms,
+                                        settings.link_grace_ms)
         self.transport = ClusterTransport(
             settings.node_name, settings.secret, host=settings.bind_host,
             port=settings.cluster_port, on_frame=self.rpc.on_frame,
@@ -87,6 +89,7 @@ class ClusterNode:
         self.followers = QueueFollowers(self)
         self.feed = ReplicaFeed(self)
         self.failover = QueueFailover(self)
+        self.handover = QueueHandover(self)
         self.started_ms = _now_ms()  # the failover rule prefers the longest running node
         self.rpc.on_notice("cluster.heartbeat", self._heard)
 
@@ -138,6 +141,11 @@ class ClusterNode:
         return broker
 
     async def stop(self) -> None:
+        if self._broker is not None and self._driver is not None:
+            try:  # a controlled shutdown: hand every led queue to a follower first
+                await self.handover.hand_over_all()
+            except Exception as error:  # stopping goes on regardless
+                logger.warning("shutdown handover incomplete: %s", error)
         if self._heartbeat is not None:
             self._heartbeat.cancel()
         for task in list(self._tasks):
@@ -189,15 +197,24 @@ class ClusterNode:
             self._driver.step(message)
 
     def _peer_changed(self, peer: str, connected: bool) -> None:
-        if not connected:
-            self.rpc.peer_down(peer)
-            self.remote_queues.peer_down(peer)
-            self.queue_host.peer_down(peer)
+        if connected:
+            self.liveness.link_restored(peer)
+            return
+        self.liveness.link_lost(peer, _now_ms())
+        # Decide as soon as the grace period is over, not at the next beat.
+        asyncio.get_running_loop().call_later(
+            self.settings.link_grace_ms / 1000 + 0.02, self._check_liveness)
+        self.rpc.peer_down(peer)
+        self.remote_queues.peer_down(peer)
+        self.queue_host.peer_down(peer)
 
     def _update_peers(self) -> None:
-        peers = {peer.name: peer for peer in self.settings.others()}
+        # An address given in --peers wins over the one the node advertises: the
+        # operator knows the route (a proxy, a NAT) between these two nodes.
+        configured = {peer.name: peer for peer in self.settings.others()}
+        peers = dict(configured)
         for record in self.metadata.state.cluster_nodes():
-            if record.name != self.node_name:
+            if record.name != self.node_name and record.name not in configured:
                 peers[record.name] = PeerAddress(record.name, record.host, record.cluster_port)
         self.transport.set_peers(peers.values())
 
@@ -247,7 +264,9 @@ class ClusterNode:
         if soft.role is not Role.LEADER:
             return
         logger.info("cluster node %s is now the Raft leader (the controller)", self.node_name)
-        self.liveness.took_over(self.driver.membership.nodes, _now_ms())
+        connected = self.transport.connected_peers()
+        self.liveness.took_over(self.driver.membership.nodes, _now_ms(),
+                                [n for n in self.driver.membership.nodes if n not in connected])
         if self.metadata.state.vhost("/") is None and not self.metadata.state.users():
             self._spawn(self._propose_all(self.broker.bootstrap_commands()))
 
@@ -257,6 +276,22 @@ class ClusterNode:
                 await self.metadata.propose(command)
             except BrokerError as error:
                 logger.info("not applied: %s (%s)", command, error.reply_text)
+
+    def _check_liveness(self) -> None:
+        """As controller: record nodes that went down or came back, and move the queues
+        led by down nodes."""
+        driver = self._driver
+        if driver is None or not driver.is_leader:
+            return
+        commands = self.liveness.decide(driver.membership.nodes,
+                                        self.metadata.state.cluster_nodes(), _now_ms())
+        if commands:
+            self._spawn(self._propose_then_fail_over(commands))
+        self.failover.scan()
+
+    async def _propose_then_fail_over(self, commands: list[Command]) -> None:
+        await self._propose_all(commands)
+        self.failover.scan()
 
     def _heard(self, peer: str, envelope: Envelope) -> None:
         header = envelope.header
@@ -275,13 +310,8 @@ class ClusterNode:
         driver = self.driver
         address = self.address()
         if driver.is_leader:
-            now = _now_ms()
-            self.liveness.heard(address, now)
-            commands = self.liveness.decide(driver.membership.nodes,
-                                            self.metadata.state.cluster_nodes(), now)
-            if commands:
-                self._spawn(self._propose_all(commands))
-            self.failover.scan()
+            self.liveness.heard(address, _now_ms())
+            self._check_liveness()
         elif driver.leader_id is not None:
             self.rpc.notify(driver.leader_id, Envelope("cluster.heartbeat", {
                 "host": address.host, "cluster_port": address.cluster_port,

@@ -59,6 +59,7 @@ class ClusterSettings:
     http_port: int = 15672
     heartbeat_ms: int = 500
     session_timeout_ms: int = 3000
+    link_grace_ms: int = 500  # a broken link to a node: down after this, not the timeout
     proposal_timeout_s: float = 5.0
     raft_tick_s: float = 0.05
     default_locator: str = "client-local"

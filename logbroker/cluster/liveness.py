@@ -10,6 +10,13 @@ commands to propose. Heartbeats also carry the node's addresses, so a node
 the membership knows but the metadata does not (it just joined) is
 registered with `AddClusterNode`.
 
+A node whose link to the controller breaks and stays broken for
+`link_grace_ms` is down too, without waiting for the session timeout: a
+killed process closes its sockets at once, and failover should not wait
+seconds for what the transport already knows. A link that comes back within
+the grace period (a blip) changes nothing. A node that is paused keeps its
+sockets open; only the session timeout finds it.
+
 Invariants:
 - a controller that just took over gives every node a fresh grace period
   (`took_over`): it cannot know when the old controller last heard from them;
@@ -42,25 +49,43 @@ class NodeAddress:
 
 
 class LivenessTracker:
-    def __init__(self, self_name: str, session_timeout_ms: int) -> None:
+    def __init__(self, self_name: str, session_timeout_ms: int,
+                 link_grace_ms: int = 500) -> None:
         self._self = self_name
         self._timeout_ms = session_timeout_ms
+        self._link_grace_ms = link_grace_ms
         self._last_heard: dict[str, int] = {}
+        self._link_lost: dict[str, int] = {}
         self._addresses: dict[str, NodeAddress] = {}
         self._proposed: dict[tuple[str, object], int] = {}
 
-    def took_over(self, members: Iterable[str], now_ms: int) -> None:
+    def took_over(self, members: Iterable[str], now_ms: int,
+                  disconnected: Iterable[str] = ()) -> None:
+        """Start as controller; nodes the transport has no link to get only the link grace
+        (the old controller may be the node that just died)."""
         self._last_heard = {name: now_ms for name in members}
+        self._link_lost = {name: now_ms for name in disconnected if name != self._self}
         self._addresses.clear()  # another controller may have recorded newer ones
         self._proposed.clear()
 
     def heard(self, address: NodeAddress, now_ms: int) -> None:
         self._last_heard[address.name] = now_ms
         self._addresses[address.name] = address
+        self._link_lost.pop(address.name, None)
+
+    def link_lost(self, name: str, now_ms: int) -> None:
+        """The transport lost its link to `name` (kept from the first loss until restored)."""
+        self._link_lost.setdefault(name, now_ms)
+
+    def link_restored(self, name: str) -> None:
+        self._link_lost.pop(name, None)
 
     def is_alive(self, name: str, now_ms: int) -> bool:
         if name == self._self:
             return True
+        lost = self._link_lost.get(name)
+        if lost is not None and now_ms - lost >= self._link_grace_ms:
+            return False
         last = self._last_heard.get(name)
         return last is not None and now_ms - last < self._timeout_ms
 

@@ -44,6 +44,7 @@ class QueueFollowers:
         self._replicas: dict[Key, FollowerReplica] = {}
         self._tasks: dict[Key, asyncio.Future[None]] = {}
         self._syncing: dict[Key, asyncio.Future[None]] = {}
+        self._wake: dict[Key, asyncio.Event] = {}
 
     # -------------------------------------------------- QueueReplicas protocol
 
@@ -51,18 +52,23 @@ class QueueFollowers:
         return set(self._tasks)
 
     def follow(self, vhost: str, name: str) -> None:
+        """Follow the queue (its record changed: a waiting loop retries at once)."""
         key = (vhost, name)
         if key in self._tasks:
+            self._wake[key].set()
             return
+        self._wake[key] = asyncio.Event()
         directory = self.node.broker.queue_directory(vhost, name)
         self._replicas[key] = FollowerReplica.open(self.node.fs, directory)
         self._tasks[key] = asyncio.ensure_future(self._run(key))
         logger.info("node %s follows queue %r in vhost %r", self.node.node_name, name, vhost)
 
-    async def stop(self, vhost: str, name: str) -> int:
-        """Stop following and close the replica; return the high watermark it knew."""
+    async def stop(self, vhost: str, name: str) -> int | None:
+        """Stop following and close the replica; return the high watermark it knew
+        (None: it heard none since it was opened)."""
         key = (vhost, name)
         task = self._tasks.pop(key, None)
+        self._wake.pop(key, None)
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -71,7 +77,7 @@ class QueueFollowers:
             await asyncio.gather(syncing, return_exceptions=True)
         replica = self._replicas.pop(key, None)
         if replica is None:
-            return 0
+            return None
         replica.close()
         return replica.high_watermark
 
@@ -104,14 +110,24 @@ class QueueFollowers:
                 progressed = await self._fetch_once(key)
                 backoff = BACKOFF_MIN_S
                 if not progressed:
-                    await asyncio.sleep(BACKOFF_MIN_S)
+                    await self._pause(key, BACKOFF_MIN_S)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 if not isinstance(error, BrokerError):
                     logger.warning("replica of queue %r: %s", key[1], error)
-                await asyncio.sleep(backoff)
+                await self._pause(key, backoff)
                 backoff = min(BACKOFF_MAX_S, backoff * 2)
+
+    async def _pause(self, key: Key, seconds: float) -> None:
+        """Sleep, unless the queue's record changes first (a new leader to fetch from)."""
+        wake = self._wake.get(key)
+        if wake is None:
+            await asyncio.sleep(seconds)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), seconds)
+        wake.clear()
 
     async def _fetch_once(self, key: Key) -> bool:
         """One fetch and what follows; False when there was nothing to fetch from."""
@@ -122,8 +138,9 @@ class QueueFollowers:
                 or record.leader_node == self.node.node_name):
             return False
         header = {"v": vhost, "q": name, "e": record.epoch, "n": replica.next_offset,
-                  "le": replica.last_epoch, "av": replica.acked_version,
-                  "hw": replica.high_watermark}
+                  "le": replica.last_epoch, "ls": replica.log_start,
+                  "av": replica.acked_version,
+                  "hw": replica.high_watermark or 0}
         answer = await self.node.rpc.call(record.leader_node, Envelope("r.fetch", header),
                                           FETCH_TIMEOUT_S)
         if answer.op == "stream":
@@ -152,6 +169,6 @@ class QueueFollowers:
         if "acked" in header:
             replica.apply_acks([(int(lo), int(hi)) for lo, hi in header["acked"]],
                                int(header["av"]))
-        replica.high_watermark = max(replica.high_watermark, int(header["hw"]))
+        replica.high_watermark = max(replica.high_watermark or 0, int(header["hw"]))
         with contextlib.suppress(Exception):
             replica.follow_log_start(int(header["start"]))

@@ -94,7 +94,7 @@ class ReplicaFeed:
         verdict: list[Stream | Truncate | Reset | Refuse] = []
         gate.moved(lambda: verdict.append(gate.leader.on_fetch(
             peer, int(header["e"]), int(header["n"]), int(header["le"]), gate.history,
-            shell.log.log_start_offset, _now_ms())))
+            shell.log.log_start_offset, _now_ms(), int(header.get("ls", header["n"])))))
         return verdict[0]
 
     # -------------------------------------------------------------- status
@@ -165,7 +165,11 @@ def _stream(shell: QueueShell, gate: ReplicationGate, next_offset: int,
             acked_version: int) -> Envelope:
     blobs: list[bytes] = []
     if next_offset < shell.log.next_offset:
+        records = 0
         for batch in shell.log.read_batches(next_offset, FETCH_BYTES_MAX):
+            if records >= gate.sync_batch_size:
+                break
+            records += batch.record_count
             if batch.base_offset >= next_offset:
                 blobs.append(batch.data)
                 continue

@@ -142,8 +142,13 @@ class QueueShell:
             cursor.sync()
         ready_end, delivered_below, gate = log.next_offset, mark.persisted, None
         if replica is not None:
-            gate, ready_end = open_gate(replica, fs, directory, log, cursor, _now_ms())
-            delivered_below = log.next_offset  # a new leader cannot know: all redelivered
+            gate, ready_end, reopened = open_gate(replica, fs, directory, log, cursor,
+                                                  _now_ms())
+            # Deliveries are not replicated: a node that did not lead this epoch before
+            # cannot know what its predecessor delivered, so every unacked message may
+            # have been (AMQP's redelivered means "may have been delivered").
+            delivered_below = (min(mark.persisted, log.next_offset) if reopened
+                               else log.next_offset)
         core = QueueCore.recover(
             settings.limits, ack_floor=ack_floor, next_offset=max(ack_floor, ready_end),
             acked=cursor.acked.ranges(), metas=metas[:max(0, ready_end - ack_floor)],
@@ -414,9 +419,9 @@ class QueueShell:
     def _after_settle(self, task: asyncio.Future[None]) -> None:
         if task.cancelled() or task.exception() is not None or self.closed:
             return
-        if self.replication is not None:
-            self.replication.acks_grew()
         floor = self.cursor.ack_floor
+        if self.replication is not None:
+            self.replication.acks_grew(floor)
         self.core.forget_below(floor)
         self._records.settled_below(floor)
         self.reclaim_settled()

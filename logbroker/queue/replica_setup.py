@@ -18,14 +18,19 @@ class ReplicaSetup:
     epoch: int
     members: tuple[str, ...]
     in_sync: tuple[str, ...]
-    high_watermark: int = 0  # what this replica last heard as a follower (0: unknown)
+    # What this replica last heard as a follower; None: unknown (then every unacked
+    # message may have been delivered by an earlier leader).
+    high_watermark: int | None = None
+    sync_mode: str = "automatic"  # ha-sync-mode
+    sync_batch_size: int = 4096  # ha-sync-batch-size: messages per fetch answer at most
     limits: ReplicationLimits = field(default_factory=ReplicationLimits)
 
 
 def open_gate(setup: ReplicaSetup, fs: FileSystem, directory: str, log: Log,
-              cursor: CursorLog, now_ms: int) -> tuple[ReplicationGate, int]:
-    """Start this node's epoch in the queue's epoch history; return the gate and the
-    offset below which messages are ready at once.
+              cursor: CursorLog, now_ms: int) -> tuple[ReplicationGate, int, bool]:
+    """Start this node's epoch in the queue's epoch history; return the gate, the
+    offset below which messages are ready at once, and whether this node led this
+    epoch already (a restart, not a new leader).
 
     Everything below an acked offset was below the old leader's high watermark
     (only such messages are ever delivered), so it is confirmed: the starting
@@ -33,13 +38,17 @@ def open_gate(setup: ReplicaSetup, fs: FileSystem, directory: str, log: Log,
     """
     history = EpochHistory.load(fs, directory)
     history.truncate_from(log.next_offset + 1)
+    reopened = history.latest_epoch == setup.epoch
     if history.latest_epoch < setup.epoch:
         history.begin(setup.epoch, log.next_offset)
         history.save(fs, directory)
     acked_end = max([hi for _, hi in cursor.acked.ranges()[-1:]] + [cursor.ack_floor])
-    start = min(log.next_offset, max(setup.high_watermark, acked_end, log.log_start_offset))
+    start = min(log.next_offset,
+                max(setup.high_watermark or 0, acked_end, log.log_start_offset))
     leader = ReplicationLeader(setup.node, setup.epoch, setup.members, setup.in_sync,
                                durable_end=log.next_offset, high_watermark=start,
-                               now_ms=now_ms, limits=setup.limits)
+                               now_ms=now_ms, limits=setup.limits, sync_mode=setup.sync_mode)
+    leader.set_ack_floor(max(cursor.ack_floor, log.log_start_offset))
     gate = ReplicationGate(leader, history)
-    return gate, leader.high_watermark
+    gate.sync_batch_size = setup.sync_batch_size
+    return gate, leader.high_watermark, reopened

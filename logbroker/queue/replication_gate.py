@@ -35,7 +35,9 @@ class ReplicationGate:
         self.history = history
         self.changes = AppendWaiters()  # fetches waiting for news
         self.fenced: str | None = None
+        self.paused: str | None = None  # a handover is under way: publishes wait elsewhere
         self.acked_version = 0  # bumped whenever the cursor's range set grows
+        self.sync_batch_size = 4096
         self.on_high_watermark: Callable[[int], None] | None = None
         self._confirms: collections.deque[tuple[int, asyncio.Future[int], int]] = (
             collections.deque())
@@ -45,7 +47,19 @@ class ReplicationGate:
         return self.leader.high_watermark
 
     def publish_refusal(self) -> str | None:
-        return self.fenced or self.leader.publish_refusal()
+        return self.fenced or self.paused or self.leader.publish_refusal()
+
+    def pause(self, reason: str) -> None:
+        """Refuse publishes while the leadership moves (`resume` if it does not)."""
+        self.paused = reason
+
+    def resume(self) -> None:
+        self.paused = None
+
+    def caught_up(self, follower: str) -> bool:
+        """Whether `follower` has persisted everything this leader has written."""
+        progress = self.leader.progress(follower)
+        return progress is not None and progress.persisted_end >= self.leader.written_end
 
     def fence(self, reason: str) -> None:
         if self.fenced is None:
@@ -77,8 +91,9 @@ class ReplicationGate:
             self._confirms.append((next_offset, future, base_offset))
         return future
 
-    def acks_grew(self) -> None:
+    def acks_grew(self, ack_floor: int) -> None:
         self.acked_version += 1
+        self.leader.set_ack_floor(ack_floor)
         self.changes.notify()
 
     # --------------------------------------------------------- from the feed
@@ -94,14 +109,14 @@ class ReplicationGate:
         if after > before:
             self._release(after)
             self.changes.notify()  # followers learn the new high watermark
+            if self.on_high_watermark is not None:
+                self.on_high_watermark(after)
 
     def _release(self, high_watermark: int) -> None:
         while self._confirms and self._confirms[0][0] <= high_watermark:
             _, future, base_offset = self._confirms.popleft()
             if not future.done():
                 future.set_result(base_offset)
-        if self.on_high_watermark is not None:
-            self.on_high_watermark(high_watermark)
 
     def close(self, reason: str) -> None:
         self.fence(reason)

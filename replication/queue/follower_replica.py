@@ -22,8 +22,9 @@ from replication.queue.epoch_history import EpochHistory, EpochStart
 from replication.queue.replication_leader import Truncate, follower_cut
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
-from segments.log import Log
+from segments.log import Log, LogConfig
 from segments.range_set import RangeSet
+from segments.record_batch import RecordBatch
 
 
 class FollowerReplica:
@@ -34,14 +35,16 @@ class FollowerReplica:
         self.log = log
         self.cursor = cursor
         self.history = history
-        self.high_watermark = 0  # as last heard from the leader
+        # As last heard from the leader; None until then (after a restart: not known).
+        self.high_watermark: int | None = None
         self.acked_version = -1  # the leader's cursor version fully applied here
         self.closed = False
 
     @classmethod
-    def open(cls, fs: FileSystem, directory: str) -> FollowerReplica:
+    def open(cls, fs: FileSystem, directory: str,
+             config: LogConfig | None = None) -> FollowerReplica:
         fs.makedirs(directory)
-        log = Log.open(fs, os.path.join(directory, "log"))
+        log = Log.open(fs, os.path.join(directory, "log"), config)
         cursor = CursorLog.open(fs, os.path.join(directory, "cursor"))
         cursor.forget_from(log.next_offset)
         history = EpochHistory.load(fs, directory)
@@ -63,10 +66,16 @@ class FollowerReplica:
     # -------------------------------------------------------------- changes
 
     def truncate(self, verdict: Truncate) -> int:
-        """Cut the divergent tail; return the new end."""
-        cut = max(self.log.log_start_offset,
-                  follower_cut(verdict, self.history, self.log.next_offset))
-        self.log.truncate_to(cut)  # syncs
+        """Cut the divergent tail; return the new end.
+
+        A cut below this log's start (it deleted more than this leader did) leaves
+        nothing that is known to match: the log starts over, empty, at the cut.
+        """
+        cut = follower_cut(verdict, self.history, self.log.next_offset)
+        if cut < self.log.log_start_offset:
+            self.log.truncate_fully_and_start_at(cut)
+        else:
+            self.log.truncate_to(cut)  # syncs
         if self.cursor.forget_from(cut):
             self.cursor.sync()
         self.history.truncate_from(cut)
@@ -87,14 +96,17 @@ class FollowerReplica:
     def append(self, batches: Sequence[bytes], epochs: Sequence[EpochStart]) -> None:
         """Append the leader's batches (not yet durable: `sync` before reporting).
 
-        The epochs they belong to are saved before `sync` makes them count; a crash
-        between the two leaves records of an unrecorded epoch, which the next fetch
-        treats as divergent and cuts (a refetch, never a wrong copy).
+        The epochs they belong to are saved first: unsynced records may survive a
+        crash, and one that survived without its epoch would pass for a record of the
+        epoch before, which the leader's check cannot tell from its own (a promoted
+        replica would then let its followers keep another leader's records). A crash
+        after the save leaves an epoch whose records were lost, which `open` forgets.
         """
+        end = RecordBatch(batches[-1]).next_offset if batches else self.log.next_offset
+        if self._adopt_epochs(epochs, end):
+            self.history.save(self._fs, self.directory)
         for data in batches:
             self.log.append_raw_batch(data)
-        if self._adopt_epochs(epochs, self.log.next_offset):
-            self.history.save(self._fs, self.directory)
 
     def _adopt_epochs(self, epochs: Sequence[EpochStart], end: int) -> bool:
         changed = False

@@ -6,7 +6,7 @@ next offset, the last epoch it holds). The leader answers with a verdict
 holds records of an epoch that did not survive here), start over at the
 log's start (it fell behind retention), or refuse (another epoch). A fetch
 at next offset N also says the follower has persisted everything below N:
-that is its progress, kept as three numbers per follower whatever the
+that is its progress, kept as a few numbers per follower whatever the
 length of an outage, and nothing is buffered for a follower that is away
 (the leader reads its log when a fetch comes).
 
@@ -20,14 +20,27 @@ offset, or that holds an epoch this log does not know, is told where the
 last shared epoch ends (`Truncate`); the follower cuts at the sooner of that
 and its own end of that epoch, and fetches again.
 
+Synchronisation (RabbitMQ's ha-sync-mode): under `automatic` a follower
+that lacks messages still in the queue is reset to the leader's log start
+and copies everything through the same stream (the queue keeps serving),
+unless it is in sync: it holds every confirmed message, a failover may
+promote it, and what it lacks was settled at an earlier leader;
+under `manual` a new follower starts at the leader's end and is in sync
+only once every older message is settled, unless `request_sync` asks it for
+a full copy (`cancel_sync` drops one under way).
+
 In-sync tracking: a follower is caught up when a fetch reaches the end of
-the leader's log; an in-sync follower that has not been caught up for
-`lag_max_ms`, or is more than `lag_max_messages` behind, is dropped from the
-set; an out-of-sync follower whose persisted end reaches the high watermark
-is added back. The set only changes through the metadata log (the leader
-proposes, `in_sync_committed` applies), one change at a time, so the set the
-high watermark is computed from is always one the controller has recorded:
-a failover then picks from replicas that truly hold every confirmed message.
+the leader's log, and was caught up at its previous fetch when a fetch
+reaches where the leader's log ended then (Kafka's rule: under a steady
+stream of publishes no fetch finds the leader idle); an in-sync follower
+that has not been caught up for `lag_max_ms`, or is more than
+`lag_max_messages` behind, is dropped from the set; an out-of-sync follower
+whose persisted end reaches the high watermark is added back, once it also
+holds every message not yet settled (its log starts at or below the ack
+floor). The set only changes through the metadata log (the leader proposes,
+`in_sync_committed` applies), one change at a time, so the set the high
+watermark is computed from is always one the controller has recorded: a
+failover then picks from replicas that truly hold every confirmed message.
 
 Invariants: the leader is always in the in-sync set; the high watermark is
 monotonic and never above the leader's durable end; at most one in-sync
@@ -91,15 +104,19 @@ FetchVerdict = Stream | Truncate | Reset | Refuse
 @dataclass(slots=True)
 class FollowerProgress:
     persisted_end: int = 0
-    caught_up_ms: int = 0  # last time a fetch reached the leader's durable end
+    caught_up_ms: int = 0  # last time the follower held everything the leader had written
     fetched_ms: int = 0
+    fetched_end: int = 0  # the leader's written end at the time of `fetched_ms`
+    log_start: int = 0  # the follower's oldest offset: it lacks everything below
 
 
 class ReplicationLeader:
     def __init__(self, node: str, epoch: int, members: Sequence[str], in_sync: Sequence[str],
                  durable_end: int, high_watermark: int, now_ms: int,
-                 limits: ReplicationLimits | None = None) -> None:
+                 limits: ReplicationLimits | None = None, sync_mode: str = "automatic"
+                 ) -> None:
         self.node = node
+        self.sync_mode = sync_mode  # RabbitMQ's ha-sync-mode: automatic | manual
         self.epoch = epoch
         self.members = tuple(members)
         self.limits = limits or ReplicationLimits()
@@ -111,6 +128,10 @@ class ReplicationLeader:
         self._progress = {m: FollowerProgress(0, now_ms, now_ms) for m in self.members
                           if m != node}
         self._pending: tuple[str, ...] | None = None
+        self._ack_floor = 0
+        self._log_start = 0  # the leader's, as of the last fetch
+        self._full_sync: set[str] = set()  # manual mode: asked to copy everything (`sync`)
+        self._drop_copy: set[str] = set()  # `cancel_sync`: start over at the end
         self._advance()  # alone in sync: everything durable is replicated enough
 
     # ----------------------------------------------------------------- state
@@ -150,29 +171,81 @@ class ReplicationLeader:
     # ---------------------------------------------------------------- inputs
 
     def on_fetch(self, follower: str, epoch: int, next_offset: int, last_epoch: int,
-                 history: EpochHistory, log_start: int, now_ms: int) -> FetchVerdict:
+                 history: EpochHistory, log_start: int, now_ms: int,
+                 follower_log_start: int | None = None) -> FetchVerdict:
         """Judge a fetch; a `Stream` verdict also records the follower's progress.
 
-        `history` and `log_start` are the leader's log's.
+        `history` and `log_start` are the leader's log's; `follower_log_start` is the
+        follower's oldest offset (None: taken to be the leader's log start).
         """
         if epoch != self.epoch:
             return Refuse(f"the queue is at epoch {self.epoch} here, the fetch says {epoch}")
         progress = self._progress.get(follower)
         if progress is None:
             return Refuse(f"node {follower} is not a follower of this queue")
-        progress.fetched_ms = now_ms
+        previous_ms, previous_end = progress.fetched_ms, progress.fetched_end
+        progress.fetched_ms, progress.fetched_end = now_ms, self._written_end
         if last_epoch > self.epoch:
             return Refuse(f"the follower holds epoch {last_epoch}, newer than {self.epoch}")
+        self._log_start = log_start
+        oldest = log_start if follower_log_start is None else follower_log_start
+        progress.log_start = oldest
+        # A follower at its log's start without epochs (new, or reset) holds nothing.
+        empty = last_epoch == 0 and next_offset == oldest
+        verdict = self._sync_verdict(follower, empty, next_offset, oldest, log_start)
+        if verdict is not None:
+            return verdict
         if next_offset < log_start:
             return Reset(log_start)
         found, end = history.end_offset_of(last_epoch, self._written_end)
-        if found != last_epoch or next_offset > end:
+        if not empty and (found != last_epoch or next_offset > end):
             return Truncate(end, found)
         progress.persisted_end = max(progress.persisted_end, next_offset)
         if next_offset >= self._written_end:
             progress.caught_up_ms = now_ms
+        elif next_offset >= previous_end:
+            progress.caught_up_ms = max(progress.caught_up_ms, previous_ms)
         self._advance()
         return Stream(next_offset)
+
+    def _sync_verdict(self, follower: str, empty: bool, next_offset: int, oldest: int,
+                      log_start: int) -> Reset | None:
+        """ha-sync-mode: where a follower's copy starts.
+
+        automatic: from the leader's log start (the catch-up stream copies everything);
+        manual: a follower that holds nothing starts at the leader's end and takes new
+        messages only, until `sync` asks for a full copy or `cancel_sync` drops one.
+        """
+        if follower in self._drop_copy:
+            self._drop_copy.discard(follower)
+            if next_offset < self._written_end and follower not in self._in_sync:
+                return Reset(self._written_end)
+        if self.sync_mode == "manual" and follower not in self._full_sync:
+            # Never an in-sync one: it would stop holding confirmed messages.
+            if empty and next_offset < self._written_end and follower not in self._in_sync:
+                return Reset(self._written_end)
+            return None
+        if follower not in self._in_sync and oldest > log_start and oldest > self._ack_floor:
+            return Reset(log_start)  # it lacks messages still in the queue: copy them all
+        return None
+
+    def request_sync(self) -> list[str]:
+        """`sync`: every member not in sync copies the whole queue; returns them."""
+        lacking = [m for m in self.members if m != self.node and m not in self._in_sync]
+        self._full_sync.update(lacking)
+        self._drop_copy.difference_update(lacking)
+        return lacking
+
+    def cancel_sync(self) -> list[str]:
+        """`cancel_sync`: members still copying drop the copy and take new messages only."""
+        copying = [m for m in self._full_sync if m not in self._in_sync]
+        self._full_sync.clear()
+        self._drop_copy.update(copying)
+        return copying
+
+    def set_ack_floor(self, ack_floor: int) -> None:
+        """Every message below `ack_floor` is settled: a copy need not hold it."""
+        self._ack_floor = max(self._ack_floor, ack_floor)
 
     def leader_wrote(self, written_end: int) -> None:
         """The leader's log holds records below `written_end` (durable or not yet)."""
@@ -205,8 +278,9 @@ class ReplicationLeader:
             if member in self._in_sync:
                 if not self._lagging(progress, now_ms):
                     wanted.append(member)
-            elif progress.persisted_end >= self._high_watermark and not self._lagging(
-                    progress, now_ms):
+            elif (progress.persisted_end >= self._high_watermark
+                  and progress.log_start <= max(self._ack_floor, self._log_start)
+                  and not self._lagging(progress, now_ms)):
                 wanted.append(member)
         proposal = tuple(wanted)
         if proposal == self._in_sync:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,9 +17,11 @@ from typing import Any
 import httpx
 import pika
 
+from tests.integration.cluster.tcp_proxy import TcpProxy
 from tests.integration.conftest import free_port, wait_for
 
 START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 6.0  # SIGTERM to SIGKILL in the proxied cluster's stops
 NAMES = ("n1", "n2", "n3")
 
 
@@ -53,11 +57,25 @@ class Node:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(10)
 
-    def stop(self) -> None:
+    def pause(self) -> None:
+        """SIGSTOP: the process stays, silent, until `resume()`."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM, and SIGKILL if the node has not exited after `timeout_s`."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(10)
+                self.process.wait(timeout_s)
             except subprocess.TimeoutExpired:
                 self.kill()
 
@@ -71,6 +89,32 @@ class Node:
     def amqp(self) -> pika.BlockingConnection:
         return pika.BlockingConnection(pika.ConnectionParameters(
             "127.0.0.1", self.amqp_port, blocked_connection_timeout=10, socket_timeout=10))
+
+
+_PORTS_TAKEN: set[int] = set()
+
+
+def stable_port(low: int = 20000, high: int = 32000) -> int:
+    """A free 127.0.0.1 port below Linux's ephemeral range (32768-60999 by default).
+
+    A node restarted on a `free_port()` port can find it taken meanwhile: any
+    outgoing connection may get it as its source port (a proxy dialing the down
+    node can even connect to itself on it). Ports below the range are never handed
+    out that way.
+    """
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(low, high)
+        if port in _PORTS_TAKEN:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PORTS_TAKEN.add(port)
+        return port
+    return free_port()
 
 
 def make_node(base: Path, name: str, peers: str, secret_file: Path, ports: dict[str, int],
@@ -113,6 +157,47 @@ def running_cluster(base: Path, names: tuple[str, ...] = NAMES) -> Iterator[list
     finally:
         for node in nodes:
             node.stop()
+
+
+@contextlib.contextmanager
+def running_proxied_cluster(base: Path, names: tuple[str, ...] = NAMES
+                            ) -> Iterator[tuple[list[Node], dict[tuple[str, str], TcpProxy]]]:
+    """Like `running_cluster`, but every ordered pair of nodes talks through its own proxy.
+
+    Node A's `--peers` lists itself at its real cluster port and every other node B at
+    the port of proxy (A, B), which forwards to B's cluster port; `--peers` addresses win
+    over the advertised ones, so cutting both proxies of a pair cuts the pair. Yields the
+    nodes and the proxies by (from, to).
+    """
+    secret_file = base / "secret"
+    secret_file.write_text("integration-test-secret\n")
+    secret_file.chmod(0o600)
+    ports = {name: {"amqp": stable_port(), "http": stable_port(), "cluster": stable_port()}
+             for name in names}
+    proxies: dict[tuple[str, str], TcpProxy] = {}
+    nodes: list[Node] = []
+    try:
+        for source in names:
+            for target in names:
+                if source != target:
+                    proxies[source, target] = TcpProxy(ports[target]["cluster"],
+                                                       f"{source}->{target}")
+        for name in names:
+            peers = ",".join(
+                f"{other}@127.0.0.1:"
+                f"{ports[other]['cluster'] if other == name else proxies[name, other].port}"
+                for other in names)
+            nodes.append(make_node(base, name, peers, secret_file, ports[name]))
+        for node in nodes:
+            node.start()
+        wait_for(lambda: ready(nodes), "the proxied cluster to form", START_TIMEOUT_S)
+        yield nodes, proxies
+    finally:
+        for node in nodes:
+            node.resume()  # a SIGSTOPped node cannot take its SIGTERM
+            node.stop(STOP_TIMEOUT_S)
+        for proxy in proxies.values():
+            proxy.close()
 
 
 def leader_of(nodes: list[Node]) -> Node:

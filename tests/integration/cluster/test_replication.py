@@ -4,6 +4,8 @@ unacked messages redelivered, the old leader back as a follower that catches up.
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +13,12 @@ import httpx
 import pika
 import pytest
 
-from tests.integration.cluster.cluster_nodes import START_TIMEOUT_S, Node, running_cluster
+from tests.integration.cluster.cluster_nodes import (
+    START_TIMEOUT_S,
+    Node,
+    ready,
+    running_cluster,
+)
 from tests.integration.conftest import wait_for
 
 AUTH = ("guest", "guest")
@@ -100,3 +107,102 @@ def test_a_replicated_queue_survives_the_kill_of_its_leader(cluster: list[Node])
     wait_for(lambda: sorted(view(second, "rq")["in_sync"]) == ["n1", "n2", "n3"],
              "n1 back in sync", START_TIMEOUT_S + 15.0)
     assert view(second, "rq")["leader"] == new_leader_name
+    wait_for(lambda: ready(cluster), "every node up again", START_TIMEOUT_S)
+
+
+def action(node: Node, queue: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{node.url}/api/queues/%2F/{queue}/actions", json=body, auth=AUTH,
+                      timeout=30.0)
+
+
+def declare_on(node: Node, queue: str, arguments: dict[str, Any] | None = None) -> None:
+    connection = node.amqp()
+    connection.channel().queue_declare(queue, durable=True,
+                                       arguments={**REPLICATED, **(arguments or {})})
+    connection.close()
+    assert sorted(view(node, queue)["members"]) == ["n1", "n2", "n3"]
+
+
+def all_in_sync(node: Node, queue: str) -> bool:
+    return sorted(view(node, queue)["in_sync"]) == ["n1", "n2", "n3"]
+
+
+def test_transfer_leader_moves_a_queue_without_losing_a_message(cluster: list[Node]) -> None:
+    first, second, third = cluster
+    declare_on(second, "moving")
+    bodies = [f"t{i}".encode() for i in range(200)]
+    publish_confirmed(first, "moving", bodies)  # through a node that does not lead it
+    wait_for(lambda: all_in_sync(second, "moving"), "every replica in sync")
+    reply = action(first, "moving", {"action": "transfer_leader", "node": "n3"})
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == {"leader": "n3"}
+    described = view(third, "moving")
+    assert (described["leader"], described["epoch"]) == ("n3", 2)
+    refused = action(first, "moving", {"action": "transfer_leader", "node": "n9"})
+    assert refused.status_code == 400 and "not a member" in refused.json()["reason"]
+    got = drain(third, "moving")
+    assert sorted(body for body, _ in got) == sorted(bodies)
+
+
+def test_rebalance_spreads_replicated_leaders(cluster: list[Node]) -> None:
+    for i in range(3):
+        declare_on(cluster[0], f"lopsided-{i}")
+    for i in range(3):
+        wait_for(lambda i=i: all_in_sync(cluster[0], f"lopsided-{i}"), "replicas in sync")
+    reply = httpx.post(f"{cluster[1].url}/api/rebalance/queues", auth=AUTH, timeout=60.0)
+    assert reply.status_code == 200, reply.text
+    leaders = {view(cluster[0], f"lopsided-{i}")["leader"] for i in range(3)}
+    # every replicated queue counts: the three new ones end on three different nodes
+    # unless others already balance the cluster; either way no node leads two more
+    status = httpx.get(f"{cluster[0].url}/api/cluster", auth=AUTH).json()
+    counts = [n["queue_leaders"] for n in status["nodes"]]
+    assert max(counts) - min(counts) <= 1 or len(leaders) == 3, (counts, reply.json())
+
+
+def test_manual_sync_mode_and_sync_action(cluster: list[Node]) -> None:
+    first, second, third = cluster
+    assert httpx.put(f"{first.url}/api/policies/%2F/manual", json={
+        "pattern": "^manual$", "apply-to": "queues",
+        "definition": {"ha-mode": "all", "ha-sync-mode": "manual"}},
+        auth=AUTH).status_code in (201, 204)
+    declare_on(first, "manual")
+    publish_confirmed(first, "manual", [f"old{i}".encode() for i in range(50)])
+    wait_for(lambda: all_in_sync(first, "manual"), "every replica in sync")
+    # n3 goes down long enough to leave the in-sync set, and loses its copy: back
+    # empty, under manual sync it takes new messages only
+    third.kill()
+    publish_confirmed(first, "manual", [b"while-down"])
+    wait_for(lambda: "n3" not in view(first, "manual")["in_sync"], "n3 out of sync", 15.0)
+    queue_dir = third.data_dir / "queues" / queue_digest("/", "manual")
+    shutil.rmtree(queue_dir)
+    third.start()
+    wait_for(lambda: ready(cluster), "n3 up again", START_TIMEOUT_S)
+    wait_for(lambda: view(first, "manual").get("replica_lag", {}).get("n3") == 0,
+             "n3 to follow from the leader's end", 10.0)
+    publish_confirmed(first, "manual", [b"new"])
+    assert "n3" not in view(first, "manual")["in_sync"]  # it lacks the 50 old ones
+    reply = action(second, "manual", {"action": "sync"})
+    assert reply.status_code == 204, reply.text
+    wait_for(lambda: all_in_sync(first, "manual"), "n3 in sync after a full copy", 20.0)
+    assert len(drain(first, "manual")) == 52
+
+
+def queue_digest(vhost: str, name: str) -> str:
+    return hashlib.sha256(f"{vhost}\0{name}".encode()).hexdigest()[:32]
+
+
+def test_a_controlled_shutdown_hands_queues_over_first(cluster: list[Node]) -> None:
+    first, second, third = cluster
+    declare_on(third, "handed")
+    bodies = [f"h{i}".encode() for i in range(100)]
+    publish_confirmed(third, "handed", bodies)
+    wait_for(lambda: all_in_sync(first, "handed"), "every replica in sync")
+    third.stop()  # SIGTERM
+    described = view(first, "handed")
+    assert described["leader"] in ("n1", "n2") and described["epoch"] == 2
+    survivor = first if described["leader"] == "n1" else second
+    got = drain(survivor, "handed")
+    assert sorted(body for body, _ in got) == sorted(bodies)
+    third.start()
+    wait_for(lambda: ready(cluster), "n3 up again", START_TIMEOUT_S)
+    wait_for(lambda: all_in_sync(first, "handed"), "n3 back in sync", 10.0)

@@ -237,3 +237,37 @@ def test_a_member_that_joined_after_take_over_gets_a_grace_period() -> None:
     recorded = [*all_up(), record("d")]
     keep_alive(tracker, 5000)
     assert tracker.decide(members, recorded, 5000) == []
+
+
+# -- a broken link is a faster signal than the session timeout ----------------
+
+
+def test_a_node_whose_link_stays_broken_for_the_grace_is_down_before_the_timeout() -> None:
+    tracker = LivenessTracker("a", session_timeout_ms=3000, link_grace_ms=200)
+    tracker.took_over(MEMBERS, 0)
+    keep_alive(tracker, 1000)
+    tracker.link_lost("b", 1000)
+    tracker.link_lost("b", 1100)  # a second report keeps the first loss time
+    assert tracker.decide(MEMBERS, all_up(), 1199) == []
+    assert tracker.decide(MEMBERS, all_up(), 1200) == [SetNodeLiveness("b", False, 1200)]
+    assert tracker.is_alive("c", 1200)
+
+
+def test_a_link_restored_within_the_grace_changes_nothing() -> None:
+    tracker = LivenessTracker("a", session_timeout_ms=3000, link_grace_ms=200)
+    tracker.took_over(MEMBERS, 0)
+    keep_alive(tracker, 1000)
+    tracker.link_lost("b", 1000)
+    tracker.link_restored("b")
+    assert tracker.decide(MEMBERS, all_up(), 1500) == []
+    tracker.link_lost("c", 1600)
+    tracker.heard(address("c"), 1650)  # a heartbeat proves the link is back
+    assert tracker.decide(MEMBERS, all_up(), 2000) == []
+
+
+def test_a_new_controller_gives_unconnected_nodes_only_the_link_grace() -> None:
+    tracker = LivenessTracker("a", session_timeout_ms=3000, link_grace_ms=200)
+    tracker.took_over(MEMBERS, 1000, disconnected=["b", "a"])
+    assert tracker.decide(MEMBERS, all_up(), 1199) == []
+    assert tracker.decide(MEMBERS, all_up(), 1200) == [SetNodeLiveness("b", False, 1200)]
+    assert tracker.is_alive("a", 5000)  # never itself
