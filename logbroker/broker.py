@@ -59,6 +59,7 @@ from segments.filesystem import FileSystem, RealFileSystem
 logger = logging.getLogger(__name__)
 Permission = Literal["configure", "write", "read"]
 RETENTION_SWEEP_S = 30.0
+MOVE_WAIT_S = 5.0
 
 
 class MetadataLog(Protocol):
@@ -169,6 +170,16 @@ class Broker:
         if shell is not None or self.remote is None:
             return shell
         return self.remote.endpoint(vhost, name)
+
+    async def endpoint_when_open(self, vhost: str, name: str
+                                 ) -> QueueShell | RemoteQueueEndpoint | None:
+        """`endpoint`, but a queue this node is just becoming the leader of (a failover
+        or handover under way) is waited for, briefly, instead of missing."""
+        endpoint = self.endpoint(vhost, name)
+        if endpoint is None and self.roles is not None:
+            await self.roles.moved(vhost, name, MOVE_WAIT_S)
+            endpoint = self.endpoint(vhost, name)
+        return endpoint
 
     def queues_of(self, vhost: str) -> list[QueueShell]:
         return [shell for (v, _), shell in self._queues.items() if v == vhost]

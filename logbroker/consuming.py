@@ -30,7 +30,7 @@ async def consume(
     prefetch_count: int = 0, arguments: Mapping[str, Any] | None = None,
 ) -> tuple[str, QueueEndpoint]:
     """basic.consume: the consumer tag (generated when empty) and the queue's endpoint."""
-    endpoint = _readable(broker, session, queue)
+    endpoint = await _readable(broker, session, queue)
     tag = consumer_tag or server_generated_name("amq.ctag-")
     priority = (arguments or {}).get("x-priority", 0)
     if not isinstance(priority, int) or isinstance(priority, bool):
@@ -71,7 +71,7 @@ async def get(
     broker: Broker, session: Session, queue: str, channel_key: str, no_ack: bool
 ) -> tuple[int, bool, Message, int, QueueEndpoint] | None:
     """basic.get: (offset, redelivered, message, messages left, endpoint) or None if empty."""
-    endpoint = _readable(broker, session, queue)
+    endpoint = await _readable(broker, session, queue)
     if not isinstance(endpoint, QueueShell):
         got = await endpoint.get(channel_key, no_ack)
         return None if got is None else (*got, endpoint)
@@ -117,11 +117,11 @@ def delete_if_auto_delete_and_unused(broker: Broker, shell: QueueShell) -> None:
         broker.apply_soon(DeleteQueue(vhost, name))
 
 
-def _readable(broker: Broker, session: Session, queue: str
-              ) -> QueueShell | RemoteQueueEndpoint:
+async def _readable(broker: Broker, session: Session, queue: str
+                    ) -> QueueShell | RemoteQueueEndpoint:
     broker.state.check_queue_access(session.vhost, queue, session.connection_id)
     broker.check(session, "queue", queue, "read")
-    endpoint = broker.endpoint(session.vhost, queue)
+    endpoint = await broker.endpoint_when_open(session.vhost, queue)
     if endpoint is None:
         raise BrokerError(NOT_FOUND, f"no queue '{queue}' in vhost '{session.vhost}'")
     return endpoint

@@ -66,6 +66,12 @@ class ReplicaRoles:
             logger.error("queue %r in vhost %r: replica role change failed: %s",
                          key[1], key[0], task.exception())
 
+    async def moved(self, vhost: str, name: str, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until the queue's role change under way is done."""
+        chain = self._chains.get((vhost, name))
+        if chain is not None:
+            await asyncio.wait([chain], timeout=timeout_s)
+
     async def settle(self) -> None:
         while self._chains:
             await asyncio.gather(*list(self._chains.values()), return_exceptions=True)

@@ -91,6 +91,7 @@ class ClusterNode:
         self.failover = QueueFailover(self)
         self.handover = QueueHandover(self)
         self.started_ms = _now_ms()  # the failover rule prefers the longest running node
+        self._controller_heard_ms = _now_ms()
         self.rpc.on_notice("cluster.heartbeat", self._heard)
 
     @property
@@ -194,6 +195,8 @@ class ClusterNode:
             logger.warning("dropped a malformed Raft message from %s: %s", peer, error)
             return
         if self._driver is not None:
+            if message.source == self._driver.leader_id:
+                self._controller_heard_ms = _now_ms()
             self._driver.step(message)
 
     def _peer_changed(self, peer: str, connected: bool) -> None:
@@ -261,6 +264,7 @@ class ClusterNode:
                            settings.amqp_port, settings.http_port)
 
     def _role_changed(self, soft: SoftState) -> None:
+        self._controller_heard_ms = _now_ms()  # a new term: count the silence from now
         if soft.role is not Role.LEADER:
             return
         logger.info("cluster node %s is now the Raft leader (the controller)", self.node_name)
@@ -276,6 +280,25 @@ class ClusterNode:
                 await self.metadata.propose(command)
             except BrokerError as error:
                 logger.info("not applied: %s (%s)", command, error.reply_text)
+
+    def _check_isolation(self) -> None:
+        """Refuse publishes and acks on the replicated queues led here while the
+        controller has not been heard for the session timeout (it may have moved
+        them); carry on when it is heard again."""
+        driver = self.driver
+        lost = not driver.is_leader and (
+            _now_ms() - self._controller_heard_ms > self.settings.session_timeout_ms)
+        for shell in self.broker.all_queues():
+            gate = shell.replication
+            if gate is None:
+                continue
+            if lost and gate.isolated is None:
+                logger.warning("queue %r: no word from the controller for %d ms; refusing "
+                               "publishes and acks until it is heard again", shell.name,
+                               self.settings.session_timeout_ms)
+                gate.isolated = "the queue's leader node has lost the cluster's controller"
+            elif not lost and gate.isolated is not None:
+                gate.isolated = None
 
     def _check_liveness(self) -> None:
         """As controller: record nodes that went down or came back, and move the queues
@@ -309,6 +332,7 @@ class ClusterNode:
     def _beat(self) -> None:
         driver = self.driver
         address = self.address()
+        self._check_isolation()
         if driver.is_leader:
             self.liveness.heard(address, _now_ms())
             self._check_liveness()

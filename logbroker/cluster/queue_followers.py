@@ -105,7 +105,9 @@ class QueueFollowers:
 
     async def _run(self, key: Key) -> None:
         backoff = BACKOFF_MIN_S
-        while True:
+        # `stop` removes the key before cancelling: Python 3.11's wait_for can swallow a
+        # cancellation that races with the result it waited for.
+        while key in self._tasks:
             try:
                 progressed = await self._fetch_once(key)
                 backoff = BACKOFF_MIN_S

@@ -12,6 +12,8 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 
+from logbroker.message import Message, expiry_ms
+
 NO_EXPIRY = 0
 _COMPACT_MIN = 4096
 
@@ -21,6 +23,13 @@ class MessageMeta:
     size_bytes: int
     expires_at_ms: int = NO_EXPIRY
     priority: int = 0
+
+
+def meta_of(message: Message, message_ttl_ms: int | None, now_ms: int) -> MessageMeta:
+    """The facts the core keeps about `message`, published (or first written) at `now_ms`."""
+    expires = expiry_ms(message, message_ttl_ms, now_ms)
+    return MessageMeta(message.size_bytes, NO_EXPIRY if expires is None else expires,
+                       min(message.properties.priority or 0, 255))
 
 
 class MessageMetaTable:

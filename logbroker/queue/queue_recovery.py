@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from logbroker.message import Message, expiry_ms
-from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta
+from logbroker.message import Message
+from logbroker.queue.message_meta import MessageMeta, meta_of
 from logbroker.queue.queue_settings import QueueSettings
 from segments.filesystem import FileSystem
 from segments.log import Log
@@ -34,10 +34,7 @@ def recovered_metas(
         records = log.read(offset, 1 << 20)
         for record in records:
             message = Message.from_record(record)
-            expires = expiry_ms(message, settings.message_ttl_ms, record.timestamp_ms)
-            metas.append(MessageMeta(message.size_bytes,
-                                     NO_EXPIRY if expires is None else expires,
-                                     min(message.properties.priority or 0, 255)))
+            metas.append(meta_of(message, settings.message_ttl_ms, record.timestamp_ms))
             if not message.persistent or not settings.durable:
                 transient.append((record.offset, record.offset + 1))
         offset = records[-1].offset + 1

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from logbroker.message import Message, expiry_ms
+from logbroker.message import Message
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.delivery_mark import DeliveryMark
 from logbroker.queue.delivery_sink import DeliverySink
@@ -38,13 +37,13 @@ from logbroker.queue.effects import (
     QueueExpired,
     Settle,
 )
-from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta
+from logbroker.queue.message_meta import MessageMeta, meta_of
 from logbroker.queue.queue_core import Admission, QueueCore
-from logbroker.queue.queue_recovery import recovered_metas
+from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_stats import AppendWaiters, QueueCounters
 from logbroker.queue.record_cache import RecordCache
-from logbroker.queue.replica_setup import ReplicaSetup, open_gate
+from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import ReplicationGate
 from logbroker.queue.retention import SegmentSummary, reclaim_floor
 from segments.cursor_log import CursorLog
@@ -123,47 +122,16 @@ class QueueShell:
     @classmethod
     def open(cls, settings: QueueSettings, fs: FileSystem, directory: str,
              replica: ReplicaSetup | None = None) -> QueueShell:
-        """Open (or create) the queue's files and rebuild its state from them.
-
-        `replica` makes this the leader of a replicated queue (replica_setup): what
-        lies above the high watermark it starts from waits for the followers.
-        """
-        fs.makedirs(directory)
-        log = Log.open(fs, os.path.join(directory, "log"))
-        cursor = CursorLog.open(fs, os.path.join(directory, "cursor"))
-        mark = DeliveryMark.open(fs, directory, log.next_offset)
-        # Acks can reach the disk before the records they ack (transient messages are
-        # delivered once written, not synced): none may outlive the log's end.
-        cursor.forget_from(log.next_offset)
-        ack_floor = max(cursor.ack_floor, log.log_start_offset)
-        metas, transient = recovered_metas(log, ack_floor, settings)
-        if transient and replica is None:
-            cursor.append(transient)  # non-persistent messages do not survive a restart
-            cursor.sync()
-        ready_end, delivered_below, gate = log.next_offset, mark.persisted, None
-        if replica is not None:
-            gate, ready_end, reopened = open_gate(replica, fs, directory, log, cursor,
-                                                  _now_ms())
-            # Deliveries are not replicated: a node that did not lead this epoch before
-            # cannot know what its predecessor delivered, so every unacked message may
-            # have been (AMQP's redelivered means "may have been delivered").
-            delivered_below = (min(mark.persisted, log.next_offset) if reopened
-                               else log.next_offset)
-        core = QueueCore.recover(
-            settings.limits, ack_floor=ack_floor, next_offset=max(ack_floor, ready_end),
-            acked=cursor.acked.ranges(), metas=metas[:max(0, ready_end - ack_floor)],
-            delivered_below=delivered_below, max_priority=settings.max_priority,
-            single_active_consumer=settings.single_active_consumer, now_ms=_now_ms(),
-        )
-        shell = cls(settings, fs, directory, log, cursor, core, mark)
-        if gate is not None:
-            shell._attach(gate, dict(zip(range(ack_floor, log.next_offset), metas, strict=True)))
+        """Open (or create) the queue's files and rebuild its state from them
+        (queue_opening); `replica` makes this the leader of a replicated queue."""
+        opened = open_queue_files(settings, fs, directory, replica, _now_ms())
+        shell = cls(settings, fs, directory, opened.log, opened.cursor, opened.core,
+                    opened.mark)
+        if opened.gate is not None:
+            shell.replication = opened.gate
+            shell._appended = opened.held
+            opened.gate.on_high_watermark = lambda _: shell._release_held()
         return shell
-
-    def _attach(self, gate: ReplicationGate, metas: dict[int, MessageMeta]) -> None:
-        self.replication = gate
-        self._appended = {o: m for o, m in metas.items() if o >= self.core.next_offset}
-        gate.on_high_watermark = lambda _: self._release_held()
 
     # --------------------------------------------------------------- publish
 
@@ -204,12 +172,7 @@ class QueueShell:
         The future gives the first message's offset; the others follow it.
         """
         now = self.clock()
-        metas = []
-        for message in messages:
-            expires = expiry_ms(message, self.settings.message_ttl_ms, now)
-            metas.append(MessageMeta(message.size_bytes,
-                                     NO_EXPIRY if expires is None else expires,
-                                     min(message.properties.priority or 0, 255)))
+        metas = [meta_of(message, self.settings.message_ttl_ms, now) for message in messages]
         # A transient message, or any message in a transient queue, is not lost to a
         # crash it could survive anyway: it is confirmed once written.
         durable = self.settings.durable and any(m.persistent for m in messages)
@@ -295,7 +258,7 @@ class QueueShell:
         return list(self._sinks)
 
     def ack(self, offsets: Sequence[int]) -> None:
-        if self.replication is not None and self.replication.fenced is not None:
+        if self.replication is not None and not self.replication.settles:
             return  # a stale leader settles nothing: the new leader redelivers
         self.counters.acked += len(offsets)
         self._run(self.core.ack(offsets))

@@ -9,10 +9,13 @@ fetches (`logbroker.cluster.replica_feed`) move the high watermark through
 the `ReplicationLeader` core, and every move releases the confirms and the
 held messages below it (`on_high_watermark`, set by the shell).
 
-Fencing: once the queue's epoch has moved on, or this node has lost the
-controller for the session timeout, the gate is `fenced`: publishes are
-refused and acks ignored, so a stale leader can neither confirm nor settle
-anything the new leader would not know.
+Fencing: once the queue's epoch has moved on the gate is `fenced`, and
+while this node has lost the controller for the session timeout it is
+`isolated` (the controller may have elected another leader meanwhile): in
+both states publishes are refused and acks ignored, so a stale leader can
+neither confirm nor settle anything the new leader would not know. An
+isolated gate whose node hears from the controller again, still leading the
+same epoch, carries on.
 
 Invariants: confirms resolve in offset order, never above the high
 watermark; a fenced gate stays fenced (the shell closes soon after).
@@ -36,6 +39,7 @@ class ReplicationGate:
         self.changes = AppendWaiters()  # fetches waiting for news
         self.fenced: str | None = None
         self.paused: str | None = None  # a handover is under way: publishes wait elsewhere
+        self.isolated: str | None = None  # cut off from the controller: maybe fenced already
         self.acked_version = 0  # bumped whenever the cursor's range set grows
         self.sync_batch_size = 4096
         self.on_high_watermark: Callable[[int], None] | None = None
@@ -47,7 +51,12 @@ class ReplicationGate:
         return self.leader.high_watermark
 
     def publish_refusal(self) -> str | None:
-        return self.fenced or self.paused or self.leader.publish_refusal()
+        return self.fenced or self.isolated or self.paused or self.leader.publish_refusal()
+
+    @property
+    def settles(self) -> bool:
+        """Whether acks count here (not when fenced, nor cut off from the controller)."""
+        return self.fenced is None and self.isolated is None
 
     def pause(self, reason: str) -> None:
         """Refuse publishes while the leadership moves (`resume` if it does not)."""

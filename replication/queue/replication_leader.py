@@ -11,7 +11,8 @@ length of an outage, and nothing is buffered for a follower that is away
 (the leader reads its log when a fetch comes).
 
 The high watermark is the lowest persisted end among the in-sync replicas
-(the leader's durable end included). It never falls. Publishes below it are
+(the leader's durable end included), counting the members that a pending
+in-sync change adds. It never falls. Publishes below it are
 confirmed and messages below it are deliverable; nothing above it has
 enough copies to survive a failover.
 
@@ -295,8 +296,11 @@ class ReplicationLeader:
         return behind > 0 and now_ms - progress.caught_up_ms > self.limits.lag_max_ms
 
     def _advance(self) -> None:
+        # A member that a pending change adds counts already: once the change commits the
+        # controller may promote it, so nothing it lacks may be confirmed meanwhile.
+        counted = set(self._in_sync).union(self._pending or ())
         ends = [self._durable_end]
-        ends.extend(self._progress[m].persisted_end for m in self._in_sync if m != self.node
+        ends.extend(self._progress[m].persisted_end for m in counted if m != self.node
                     and m in self._progress)
         self._high_watermark = max(self._high_watermark, min(ends))
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -206,3 +208,54 @@ def test_a_controlled_shutdown_hands_queues_over_first(cluster: list[Node]) -> N
     third.start()
     wait_for(lambda: ready(cluster), "n3 up again", START_TIMEOUT_S)
     wait_for(lambda: all_in_sync(first, "handed"), "n3 back in sync", 10.0)
+
+
+def publish_batches(node: Node, queue: str, count: int, payload: str) -> None:
+    """`count` persistent messages through the HTTP batch publish, every one confirmed."""
+    message = {"routing_key": queue, "payload": payload, "properties": {"delivery_mode": 2}}
+    for start in range(0, count, 1000):
+        reply = httpx.post(f"{node.url}/api/exchanges/%2F/amq.default/publish-batch",
+                           json={"messages": [message] * min(1000, count - start)},
+                           auth=AUTH, timeout=60.0)
+        assert reply.status_code == 200, reply.text
+        assert all(result["confirmed"] for result in reply.json()["results"])
+
+
+def rss_bytes(node: Node) -> int:
+    assert node.process is not None
+    for line in Path(f"/proc/{node.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_replica_catches_up_without_blocking_the_queue_or_growing_the_leader(
+        cluster: list[Node]) -> None:
+    first, _, third = cluster
+    declare_on(first, "backlog")
+    wait_for(lambda: all_in_sync(first, "backlog"), "every replica in sync")
+    third.kill()
+    body = b"x" * 1024
+    publish_batches(first, "backlog", 20_000, "x" * 1024)  # ~20 MiB the follower misses
+    wait_for(lambda: "n3" not in view(first, "backlog")["in_sync"], "n3 out of sync", 15.0)
+    before = rss_bytes(first)
+    third.start()
+    # publishing goes on, confirmed, while n3 copies the backlog
+    connection = first.amqp()
+    channel = connection.channel()
+    channel.confirm_delivery()
+    confirmed_during_catch_up = 0
+    deadline = time.monotonic() + 60.0
+    while not all_in_sync(first, "backlog"):
+        assert time.monotonic() < deadline, "n3 did not catch up within 60 s"
+        for _ in range(50):
+            channel.basic_publish("", "backlog", body, pika.BasicProperties(delivery_mode=2))
+            confirmed_during_catch_up += 1
+    connection.close()
+    growth = rss_bytes(first) - before
+    print(f"catch-up: {confirmed_during_catch_up} publishes confirmed meanwhile, "
+          f"leader RSS grew {growth / 2**20:.1f} MiB")
+    assert confirmed_during_catch_up > 0
+    assert growth < 15 * 2**20, f"the leader grew {growth / 2**20:.1f} MiB"
+    wait_for(lambda: view(first, "backlog")["replica_lag"] == {"n2": 0, "n3": 0},
+             "both followers to hold everything")

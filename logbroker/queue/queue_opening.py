@@ -1,0 +1,70 @@
+"""Opening a queue's files and rebuilding its state from them (for `QueueShell.open`).
+
+The log and the cursor log say which messages exist and which are settled;
+the delivery mark says which unacked ones may have been delivered before
+(they come back flagged redelivered). Non-persistent messages do not survive
+a restart of a queue that lives on one node; in a replicated queue they are
+copied like any other and survive a failover, as on RabbitMQ's mirrors.
+
+A replicated queue's leader (`replica`) starts from the high watermark its
+copy knew: the messages above it wait for the followers (`held`), and since
+deliveries are not replicated, a node that did not lead this epoch before
+flags every unacked message redelivered (AMQP's "may have been delivered").
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from logbroker.queue.delivery_mark import DeliveryMark
+from logbroker.queue.message_meta import MessageMeta
+from logbroker.queue.queue_core import QueueCore
+from logbroker.queue.queue_recovery import recovered_metas
+from logbroker.queue.queue_settings import QueueSettings
+from logbroker.queue.replica_setup import ReplicaSetup, open_gate
+from logbroker.queue.replication_gate import ReplicationGate
+from segments.cursor_log import CursorLog
+from segments.filesystem import FileSystem
+from segments.log import Log
+
+
+@dataclass
+class OpenedQueue:
+    log: Log
+    cursor: CursorLog
+    mark: DeliveryMark
+    core: QueueCore
+    gate: ReplicationGate | None
+    held: dict[int, MessageMeta]  # written, above the high watermark: not ready yet
+
+
+def open_queue_files(settings: QueueSettings, fs: FileSystem, directory: str,
+                     replica: ReplicaSetup | None, now_ms: int) -> OpenedQueue:
+    fs.makedirs(directory)
+    log = Log.open(fs, os.path.join(directory, "log"))
+    cursor = CursorLog.open(fs, os.path.join(directory, "cursor"))
+    mark = DeliveryMark.open(fs, directory, log.next_offset)
+    # Acks can reach the disk before the records they ack (transient messages are
+    # delivered once written, not synced): none may outlive the log's end.
+    cursor.forget_from(log.next_offset)
+    ack_floor = max(cursor.ack_floor, log.log_start_offset)
+    metas, transient = recovered_metas(log, ack_floor, settings)
+    if transient and replica is None:
+        cursor.append(transient)  # non-persistent messages do not survive a restart
+        cursor.sync()
+    ready_end, delivered_below, gate = log.next_offset, mark.persisted, None
+    if replica is not None:
+        gate, ready_end, reopened = open_gate(replica, fs, directory, log, cursor, now_ms)
+        delivered_below = (min(mark.persisted, log.next_offset) if reopened
+                           else log.next_offset)
+    ready_end = max(ack_floor, ready_end)
+    core = QueueCore.recover(
+        settings.limits, ack_floor=ack_floor, next_offset=ready_end,
+        acked=cursor.acked.ranges(), metas=metas[:ready_end - ack_floor],
+        delivered_below=delivered_below, max_priority=settings.max_priority,
+        single_active_consumer=settings.single_active_consumer, now_ms=now_ms,
+    )
+    held = {ack_floor + index: meta for index, meta in enumerate(metas)
+            if ack_floor + index >= ready_end}
+    return OpenedQueue(log, cursor, mark, core, gate, held)
