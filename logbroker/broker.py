@@ -292,9 +292,8 @@ class Broker:
         self._routers.clear()
         every = {(v.name, q.name): q
                  for v in self.state.vhosts() for q in self.state.queues(v.name)}
-        # Replicated queues move between leader and follower through `roles`.
-        by_roles = {key for key, record in every.items()
-                    if record.replicated and self.roles is not None}
+        # In a cluster, queues move between leader and follower through `roles`.
+        by_roles = set(every) if self.roles is not None else set()
         wanted = {key for key in every if self.leads_queue(*key) and key not in by_roles}
         for vhost, name in list(self._queues):
             key = (vhost, name)
@@ -306,10 +305,9 @@ class Broker:
             self.roles.sync_all()
 
     def _queue_changed(self, vhost: str, name: str) -> None:
-        record = self.state.queue(vhost, name)
-        if self.roles is not None and (record is None or record.replicated):
+        if self.roles is not None:
             self.roles.sync(vhost, name)
-        elif record is not None:
+        elif self.state.queue(vhost, name) is not None:
             self._open_queue(vhost, name)
 
     def _in_sync_changed(self, event: QueueInSyncChanged) -> None:

@@ -7,7 +7,9 @@ in order (the moves of one queue are chained):
 
 - leader here: close the follower replica if there is one (it knew the high
   watermark), then open the queue shell on the same directory, as leader of
-  the record's epoch; a shell of an older epoch is closed and reopened;
+  the record's epoch; a shell of an older epoch, or one that became (or
+  stopped being) replicated, is closed and reopened; a changed replica set
+  in the same epoch is handed to the shell's replication state;
 - follower here: fence and close the shell if this node led the queue (its
   consumers are cancelled; what it had not replicated is cut when it
   follows), then follow;
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -29,6 +32,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 Key = tuple[str, str]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class QueueReplicas(Protocol):
@@ -77,12 +84,14 @@ class ReplicaRoles:
             await asyncio.gather(*list(self._chains.values()), return_exceptions=True)
 
     def sync_all(self) -> None:
-        """After a snapshot or at start: every replicated queue, and every copy kept here."""
+        """After a snapshot or at start: every queue this node leads, follows or has open,
+        and every copy kept here."""
         keys = set(self.replicas.following())
+        keys.update((shell.settings.vhost, shell.name) for shell in self._broker.all_queues())
         state = self._broker.state
         for vhost_record in state.vhosts():
             for record in state.queues(vhost_record.name):
-                if record.replicated and self._node in record.members:
+                if self._node in record.members or record.leader_node in (None, self._node):
                     keys.add((vhost_record.name, record.name))
         for vhost, name in sorted(keys):
             self.sync(vhost, name)
@@ -119,8 +128,13 @@ class ReplicaRoles:
         if record is not None and record.leader_node == self._node:
             if shell is not None:
                 gate = shell.replication
-                if gate is None or gate.leader.epoch == record.epoch:
+                if (gate is None) == (not record.replicated) and (
+                        gate is None or gate.leader.epoch == record.epoch):
+                    if gate is not None and gate.leader.members != record.members:
+                        gate.moved(lambda: gate.leader.set_members(
+                            record.members, record.in_sync, _now_ms()))
                     return
+                # A new epoch, or the queue became (or stopped being) replicated.
                 await broker.close_queue(vhost, name, f"epoch {record.epoch} began")
             high_watermark: int | None = None
             if key in self.replicas.following():

@@ -42,6 +42,7 @@ from logbroker.cluster.queue_handover import QueueHandover
 from logbroker.cluster.queue_host import QueueHost
 from logbroker.cluster.remote_queue import RemoteQueueRegistry
 from logbroker.cluster.replica_feed import ReplicaFeed
+from logbroker.cluster.replica_mover import ReplicaMover
 from logbroker.cluster.replicated_metadata import ReplicatedMetadata
 from logbroker.errors import PRECONDITION_FAILED, BrokerError
 from logbroker.metadata import Applied, Command
@@ -90,6 +91,7 @@ class ClusterNode:
         self.feed = ReplicaFeed(self)
         self.failover = QueueFailover(self)
         self.handover = QueueHandover(self)
+        self.mover = ReplicaMover(self)
         self.started_ms = _now_ms()  # the failover rule prefers the longest running node
         self._controller_heard_ms = _now_ms()
         self.rpc.on_notice("cluster.heartbeat", self._heard)
@@ -152,6 +154,7 @@ class ClusterNode:
         for task in list(self._tasks):
             task.cancel()
         await self.failover.stop()
+        await self.mover.stop()
         await self.feed.stop()
         await self.rpc.close()
         if self._broker is not None:
@@ -311,6 +314,7 @@ class ClusterNode:
         if commands:
             self._spawn(self._propose_then_fail_over(commands))
         self.failover.scan()
+        self.mover.scan()
 
     async def _propose_then_fail_over(self, commands: list[Command]) -> None:
         await self._propose_all(commands)

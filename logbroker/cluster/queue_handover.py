@@ -80,6 +80,9 @@ class QueueHandover:
         if gate is None:
             raise BrokerError(PRECONDITION_FAILED, f"queue '{name}' in vhost '{vhost}' is "
                               f"not open on its leader node {self.node.node_name} yet")
+        if gate.leader.members != record.members:  # a member added a moment ago
+            gate.moved(lambda: gate.leader.set_members(record.members, record.in_sync,
+                                                       int(time.time() * 1000)))
         members = gate.leader.request_sync() if action == "sync" else gate.leader.cancel_sync()
         gate.changes.notify()  # waiting fetches get their new verdict now
         logger.info("queue %r in vhost %r: %s for %s", name, vhost, action,

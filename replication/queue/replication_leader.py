@@ -258,6 +258,20 @@ class ReplicationLeader:
         self._written_end = max(self._written_end, durable_end)
         self._advance()
 
+    def set_members(self, members: Sequence[str], in_sync: Sequence[str], now_ms: int) -> None:
+        """The metadata log changed the replica set (same leader, same epoch): a new
+        member gets progress from zero and a lag bound to show up; a dropped one is
+        forgotten."""
+        self.members = tuple(members)
+        for member in self.members:
+            if member != self.node and member not in self._progress:
+                self._progress[member] = FollowerProgress(0, now_ms, now_ms)
+        for member in [m for m in self._progress if m not in self.members]:
+            del self._progress[member]
+            self._full_sync.discard(member)
+            self._drop_copy.discard(member)
+        self.in_sync_committed(tuple(m for m in in_sync if m in self.members))
+
     def in_sync_committed(self, in_sync: Sequence[str]) -> None:
         """The metadata log recorded `in_sync` for this epoch."""
         self._in_sync = tuple(in_sync)

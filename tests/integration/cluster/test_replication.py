@@ -259,3 +259,32 @@ def test_a_replica_catches_up_without_blocking_the_queue_or_growing_the_leader(
     assert growth < 15 * 2**20, f"the leader grew {growth / 2**20:.1f} MiB"
     wait_for(lambda: view(first, "backlog")["replica_lag"] == {"n2": 0, "n3": 0},
              "both followers to hold everything")
+
+
+def test_a_nodes_policy_change_moves_the_replicas_and_the_leader(cluster: list[Node]) -> None:
+    first, second, _ = cluster
+
+    def policy(nodes: list[str]) -> None:
+        reply = httpx.put(f"{first.url}/api/policies/%2F/pinned", json={
+            "pattern": "^pinned$", "apply-to": "queues", "priority": 5,
+            "definition": {"ha-mode": "nodes", "ha-params": nodes}}, auth=AUTH)
+        assert reply.status_code in (201, 204), reply.text
+
+    policy(["n1", "n2"])
+    connection = first.amqp()
+    connection.channel().queue_declare("pinned", durable=True)
+    connection.close()
+    assert sorted(view(first, "pinned")["members"]) == ["n1", "n2"]
+    bodies = [f"p{i}".encode() for i in range(100)]
+    publish_confirmed(first, "pinned", bodies)
+    policy(["n2", "n3"])
+
+    def moved() -> bool:
+        described = view(second, "pinned")
+        return (sorted(described["members"]) == ["n2", "n3"]
+                and sorted(described["in_sync"]) == ["n2", "n3"])
+    wait_for(moved, "the replicas to move to n2 and n3", 30.0)
+    leader = view(second, "pinned")["leader"]
+    assert leader in ("n2", "n3")
+    got = drain(second, "pinned")
+    assert sorted(body for body, _ in got) == sorted(bodies)
