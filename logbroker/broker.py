@@ -124,8 +124,9 @@ class Broker:
         broker.start_background()
         return broker
 
-    def use_replicas(self, replicas: QueueReplicas) -> None:
-        self.roles = ReplicaRoles(self, replicas, self.config.node_name)
+    def use_replicas(self, replicas: QueueReplicas,
+                     current: Callable[[], bool] | None = None) -> None:
+        self.roles = ReplicaRoles(self, replicas, self.config.node_name, current)
 
     def start_background(self) -> None:
         """Resource alarms and the retention sweep (call inside the event loop)."""
@@ -313,7 +314,8 @@ class Broker:
     def _in_sync_changed(self, event: QueueInSyncChanged) -> None:
         shell = self._queues.get((event.queue.vhost, event.queue.name))
         gate = shell.replication if shell is not None else None
-        if gate is not None and gate.leader.epoch == event.queue.epoch:
+        current = self.roles is None or self.roles.current
+        if gate is not None and current and gate.leader.epoch == event.queue.epoch:
             gate.moved(lambda: gate.leader.in_sync_committed(event.queue.in_sync))
 
     def open_queue(self, vhost: str, name: str, high_watermark: int | None) -> None:

@@ -17,7 +17,9 @@ in order (the moves of one queue are chained):
   delete the copy.
 
 Each move reads the record when it runs, so a burst of changes ends in the
-state of the last one.
+state of the last one. Until the metadata is current (a restarted node
+replaying its log, `current`), moves are deferred: acting on an old record
+would open a queue for an epoch that has ended.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
+
+from logbroker.queue.replica_setup import StaleEpochError
 
 if TYPE_CHECKING:
     from logbroker.broker import Broker
@@ -51,14 +56,33 @@ class QueueReplicas(Protocol):
 
 
 class ReplicaRoles:
-    def __init__(self, broker: Broker, replicas: QueueReplicas, node_name: str) -> None:
+    def __init__(self, broker: Broker, replicas: QueueReplicas, node_name: str,
+                 current: Callable[[], bool] | None = None) -> None:
         self._broker = broker
         self.replicas = replicas
         self._node = node_name
         self._chains: dict[Key, asyncio.Future[None]] = {}
+        # Whether the metadata is current (a restarted node replaying its log is not:
+        # it would open queues for epochs long ended); moves wait until it is.
+        self._current = current or (lambda: True)
+        self._deferred: set[Key] = set()
+
+    @property
+    def current(self) -> bool:
+        return self._current()
+
+    def catch_up(self) -> None:
+        """The metadata may be current now: make the moves that waited for it."""
+        if self._deferred and self._current():
+            deferred, self._deferred = self._deferred, set()
+            for vhost, name in sorted(deferred):
+                self.sync(vhost, name)
 
     def sync(self, vhost: str, name: str) -> None:
         key = (vhost, name)
+        if not self._current():
+            self._deferred.add(key)
+            return
         previous = self._chains.get(key)
         if previous is None and self._move_now(key):
             return  # nothing to wait for: a declare finds its queue open when it returns
@@ -101,6 +125,14 @@ class ReplicaRoles:
             await asyncio.gather(previous, return_exceptions=True)
         await self._move(key)
 
+    def _open(self, key: Key, high_watermark: int | None) -> None:
+        try:
+            self._broker.open_queue(key[0], key[1], high_watermark)
+        except StaleEpochError as error:
+            # Our copy is newer than the record we acted on: wait for newer metadata.
+            logger.info("queue %r in vhost %r not opened yet: %s", key[1], key[0], error)
+            self._deferred.add(key)
+
     def _move_now(self, key: Key) -> bool:
         """Make a move that needs no waiting (open a new queue, start following) at once;
         False when the move must close something first."""
@@ -114,7 +146,7 @@ class ReplicaRoles:
         if record.leader_node == self._node:
             logger.info("node %s leads queue %r in vhost %r (epoch %d)", self._node, name,
                         vhost, record.epoch)
-            broker.open_queue(vhost, name, None)
+            self._open(key, None)
             return True
         if record.replicated and self._node in record.members:
             self.replicas.follow(vhost, name)
@@ -141,7 +173,7 @@ class ReplicaRoles:
                 high_watermark = await self.replicas.stop(vhost, name)
             logger.info("node %s leads queue %r in vhost %r (epoch %d)", self._node, name,
                         vhost, record.epoch)
-            broker.open_queue(vhost, name, high_watermark)
+            self._open(key, high_watermark)
             return
         if shell is not None:
             epoch = record.epoch if record is not None else "none"

@@ -120,7 +120,7 @@ class ClusterNode:
         broker = Broker(self.config, self.fs, self.metadata, proposer=self.metadata.propose)
         broker.remote = self.remote_queues
         broker.placer = self._place
-        broker.use_replicas(self.followers)
+        broker.use_replicas(self.followers, self._metadata_current)
         self._broker = broker
         self.metadata.on_applied = self._applied
         self.metadata.on_restored = self._restored
@@ -226,8 +226,18 @@ class ClusterNode:
 
     # ------------------------------------------------------ applied commands
 
+    def _metadata_current(self) -> bool:
+        """Whether this node's applied metadata is as new as the cluster's: it has heard
+        a leader (or is one) and applied everything it knows committed."""
+        driver = self._driver
+        applied = max(driver.applied_index, self.metadata.applying_index) if driver else 0
+        return (driver is not None and driver.leader_id is not None
+                and applied >= driver.commit_index)
+
     def _applied(self, applied: Applied) -> None:
         self.broker.react(applied)
+        if self.broker.roles is not None:
+            self.broker.roles.catch_up()
         if any(isinstance(event, _PEER_EVENTS) for event in applied.events):
             self._update_peers()
 
@@ -299,9 +309,9 @@ class ClusterNode:
                 logger.warning("queue %r: no word from the controller for %d ms; refusing "
                                "publishes and acks until it is heard again", shell.name,
                                self.settings.session_timeout_ms)
-                gate.isolated = "the queue's leader node has lost the cluster's controller"
+                gate.isolate("the queue's leader node has lost the cluster's controller")
             elif not lost and gate.isolated is not None:
-                gate.isolated = None
+                gate.rejoin()
 
     def _check_liveness(self) -> None:
         """As controller: record nodes that went down or came back, and move the queues
@@ -337,6 +347,8 @@ class ClusterNode:
         driver = self.driver
         address = self.address()
         self._check_isolation()
+        if self.broker.roles is not None:
+            self.broker.roles.catch_up()
         if driver.is_leader:
             self.liveness.heard(address, _now_ms())
             self._check_liveness()

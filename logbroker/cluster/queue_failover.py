@@ -80,7 +80,7 @@ class QueueFailover:
                            record.leader_node)
             return
         command = ElectQueueLeader(record.vhost, record.name, record.epoch, promotion.leader,
-                                   promotion.in_sync)
+                                   promotion.in_sync, out_of_sync=promotion.out_of_sync)
         try:
             await self.node.metadata.propose(command)
         except BrokerError as error:

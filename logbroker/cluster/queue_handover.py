@@ -135,7 +135,8 @@ class QueueHandover:
             await self._wait_caught_up(gate, chosen)
             in_sync = (chosen, *(n for n in record.in_sync if n != chosen))
             await self.node.metadata.propose(ElectQueueLeader(
-                vhost, name, record.epoch, chosen, in_sync))
+                vhost, name, record.epoch, chosen, in_sync,
+                out_of_sync=chosen not in record.in_sync))
         except BaseException:
             gate.resume()
             raise

@@ -3,8 +3,9 @@
 Theory of operation. A follower fetches (`r.fetch`) with the queue's epoch,
 its next offset, its last epoch, the ack version and the high watermark it
 has. The queue's `ReplicationGate` judges the fetch (`ReplicationLeader
-.on_fetch`); a `Stream` answer carries the records from that offset (the
-log's own batches, at most `FETCH_BYTES_MAX`), the epoch history, the log
+.on_fetch`); a `Stream` answer carries the records from that offset that are
+durable here (the log's own batches, at most `FETCH_BYTES_MAX`), the epoch
+history, the log
 start and the high watermark, and the whole acked range set when the
 follower's version is old. A follower that is caught up is answered when
 something changes (new records, acks, a higher watermark) or after
@@ -81,7 +82,7 @@ class ReplicaFeed:
             verdict = self._judge(gate, shell, peer, header)
             if not isinstance(verdict, Stream):
                 return _verdict_envelope(verdict)
-            news = (gate.leader.written_end > next_offset
+            news = (gate.leader.durable_end > next_offset
                     or int(header["av"]) != gate.acked_version
                     or int(header["hw"]) < gate.high_watermark)
             remaining = deadline - time.monotonic()
@@ -164,10 +165,13 @@ def _verdict_envelope(verdict: Truncate | Reset | Refuse) -> Envelope:
 def _stream(shell: QueueShell, gate: ReplicationGate, next_offset: int,
             acked_version: int) -> Envelope:
     blobs: list[bytes] = []
-    if next_offset < shell.log.next_offset:
+    # Only what is durable here: a leader that crashes and reopens the same epoch must
+    # not have handed out records it then writes differently.
+    durable_end = gate.leader.durable_end
+    if next_offset < durable_end:
         records = 0
         for batch in shell.log.read_batches(next_offset, FETCH_BYTES_MAX):
-            if records >= gate.sync_batch_size:
+            if records >= gate.sync_batch_size or batch.base_offset >= durable_end:
                 break
             records += batch.record_count
             if batch.base_offset >= next_offset:

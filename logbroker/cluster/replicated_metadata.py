@@ -50,6 +50,7 @@ class ReplicatedMetadata:
         self._timeout_s = timeout_s
         self.driver: RaftDriver | None = None
         self.on_applied: Callable[[Applied], None] = lambda applied: None
+        self.applying_index = 0  # the entry being applied (or last applied)
         self.on_restored: Callable[[], None] = lambda: None
         rpc.handle("metadata.propose", self._serve_propose)
 
@@ -64,6 +65,7 @@ class ReplicatedMetadata:
 
     def apply(self, index: int, data: bytes) -> object:
         command = decode_command(data)
+        self.applying_index = index
         applied = self._state.apply(command)  # a refusal is the same on every node
         self.on_applied(applied)
         return applied

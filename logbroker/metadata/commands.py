@@ -234,8 +234,9 @@ class ElectQueueLeader(_TableFields):
     """Failover or handover: `leader_node` leads the queue from epoch `epoch + 1`.
 
     `epoch` is the epoch being ended; the command does nothing to a queue that
-    has moved on already (another election won). `in_sync` is the new in-sync
-    set, leader first.
+    has moved on already (another election won), nor, unless `out_of_sync`,
+    elects a node the in-sync set no longer holds. `in_sync` is the new in-sync
+    set, leader first, kept to members still in sync.
     """
 
     vhost: str
@@ -243,6 +244,7 @@ class ElectQueueLeader(_TableFields):
     epoch: int
     leader_node: str
     in_sync: tuple[str, ...]
+    out_of_sync: bool = False  # ha-promote-on-failure: always found no in-sync copy
 
 
 Command = (

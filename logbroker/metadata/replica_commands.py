@@ -9,9 +9,12 @@ it, and a node that leads an older epoch is stale (DESIGN.md section 6).
   cannot change anything; the set must start with the leader and name only
   members, once each. The same set again changes nothing.
 - `ElectQueueLeader`: ends `epoch` and starts `epoch + 1` with `leader_node`
-  (a member) and the given in-sync set (leader first). When the queue has
-  moved past `epoch` already (a concurrent election won) it changes nothing:
-  deciding twice must not elect twice.
+  (a member) and the given in-sync set (leader first), less members that left
+  the in-sync set meanwhile. When the queue has moved past `epoch` already (a
+  concurrent election won), or the chosen node has left the in-sync set since
+  the decision (its leader shrank it), it changes nothing: deciding twice must
+  not elect twice, nor from a stale view. Only `out_of_sync` (RabbitMQ's
+  `ha-promote-on-failure: always`) elects a node outside the set.
 
 Both answer 404 for a queue that does not exist.
 """
@@ -80,11 +83,14 @@ def plan_elect_queue_leader(data: StateData, command: ElectQueueLeader) -> Plan:
         raise precondition_failed(
             f"node '{command.leader_node}' is not a member of queue '{queue.name}' "
             f"({list(queue.members)})")
+    if not command.out_of_sync and command.leader_node not in queue.in_sync:
+        return _nothing  # decided from an older in-sync set: the controller decides again
     check_in_sync(queue, command.leader_node, command.in_sync)
+    in_sync = (command.leader_node, *(n for n in command.in_sync[1:] if n in queue.in_sync))
     members = (command.leader_node,
                *(node for node in queue.members if node != command.leader_node))
     elected = dataclasses.replace(queue, leader_node=command.leader_node, members=members,
-                                  epoch=queue.epoch + 1, in_sync=command.in_sync)
+                                  epoch=queue.epoch + 1, in_sync=in_sync)
 
     def elect() -> list[Event]:
         data.vhost(command.vhost).queues[command.name] = elected

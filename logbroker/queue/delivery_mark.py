@@ -37,6 +37,13 @@ class DeliveryMark:
         if offset >= self.persisted:
             self._write(offset + DELIVERY_MARK_STEP)
 
+    def raise_to(self, mark: int) -> None:
+        """Everything below `mark` may have been delivered (by another node): say so on
+        disk before anything else happens."""
+        if mark > self.persisted:
+            self._write(mark)
+        self.delivered_below = max(self.delivered_below, mark)
+
     def close(self) -> None:
         if self.delivered_below or self.persisted:
             self._write(self.delivered_below)

@@ -202,9 +202,15 @@ class QueueCore:
             return Admission.REJECT_DEAD_LETTER
         return Admission.REJECT
 
-    def enqueue(self, offset: int, meta: MessageMeta) -> list[Effect]:
-        """The message at `offset` is in the log: make it ready (and enforce drop-head)."""
+    def enqueue(self, offset: int, meta: MessageMeta, delivered_before: bool = False
+                ) -> list[Effect]:
+        """The message at `offset` is in the log: make it ready (and enforce drop-head).
+
+        `delivered_before`: it may have been delivered already (by a replicated queue's
+        previous leader), so it goes out flagged redelivered."""
         self._meta.append(offset, meta)
+        if delivered_before:
+            self._delivered_before.add(offset)
         self._ready.add_new(offset, meta.priority)
         self.next_offset = offset + 1
         self.ready_bytes += meta.size_bytes

@@ -9,7 +9,10 @@ copied like any other and survive a failover, as on RabbitMQ's mirrors.
 A replicated queue's leader (`replica`) starts from the high watermark its
 copy knew: the messages above it wait for the followers (`held`), and since
 deliveries are not replicated, a node that did not lead this epoch before
-flags every unacked message redelivered (AMQP's "may have been delivered").
+flags every unacked message redelivered (AMQP's "may have been delivered"),
+held ones too when they are released (the old leader's high watermark may
+have been ahead of what this copy heard), and says so in its delivery mark
+at once.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class OpenedQueue:
     core: QueueCore
     gate: ReplicationGate | None
     held: dict[int, MessageMeta]  # written, above the high watermark: not ready yet
+    held_delivered_below: int  # held messages below it may have been delivered
 
 
 def open_queue_files(settings: QueueSettings, fs: FileSystem, directory: str,
@@ -55,9 +59,19 @@ def open_queue_files(settings: QueueSettings, fs: FileSystem, directory: str,
         cursor.sync()
     ready_end, delivered_below, gate = log.next_offset, mark.persisted, None
     if replica is not None:
-        gate, ready_end, reopened = open_gate(replica, fs, directory, log, cursor, now_ms)
-        delivered_below = (min(mark.persisted, log.next_offset) if reopened
-                           else log.next_offset)
+        try:
+            gate, ready_end, reopened = open_gate(replica, fs, directory, log, cursor, now_ms)
+        except BaseException:
+            log.close()  # let go of the directory: the caller tries again later
+            cursor.close()
+            raise
+        if reopened:
+            delivered_below = min(mark.persisted, log.next_offset)
+        else:
+            delivered_below = log.next_offset
+            # A crash before this leader delivers anything must not forget that its
+            # predecessor may have delivered them.
+            mark.raise_to(delivered_below)
     ready_end = max(ack_floor, ready_end)
     core = QueueCore.recover(
         settings.limits, ack_floor=ack_floor, next_offset=ready_end,
@@ -67,4 +81,4 @@ def open_queue_files(settings: QueueSettings, fs: FileSystem, directory: str,
     )
     held = {ack_floor + index: meta for index, meta in enumerate(metas)
             if ack_floor + index >= ready_end}
-    return OpenedQueue(log, cursor, mark, core, gate, held)
+    return OpenedQueue(log, cursor, mark, core, gate, held, delivered_below)

@@ -56,6 +56,7 @@ __all__ = ["DeliverySink", "QueueSettings", "QueueShell", "ReplicaSetup"]
 logger = logging.getLogger(__name__)
 
 CURSOR_FSYNC = FsyncPolicy.parse("interval:200")
+HELD_ACKS_MAX = 1_000_000  # beyond it an isolated leader's acks are dropped: redelivered
 
 
 DeadLetterCallback = Callable[["QueueShell", Message, DeadLetterReason], Awaitable[None]]
@@ -112,6 +113,8 @@ class QueueShell:
         # Set for a replicated queue's leader: readiness and confirms wait for the
         # high watermark (replication_gate).
         self.replication: ReplicationGate | None = None
+        self._held_delivered_below = 0  # see queue_opening
+        self._held_acks: list[int] = []  # acks taken while cut off from the controller
 
     @property
     def name(self) -> str:
@@ -130,6 +133,8 @@ class QueueShell:
         if opened.gate is not None:
             shell.replication = opened.gate
             shell._appended = opened.held
+            shell._held_delivered_below = opened.held_delivered_below
+            opened.gate.on_rejoin = shell._apply_held_acks
             opened.gate.on_high_watermark = lambda _: shell._release_held()
         return shell
 
@@ -229,7 +234,8 @@ class QueueShell:
         while self.core.next_offset in self._appended and (
                 limit is None or self.core.next_offset < limit):
             next_offset = self.core.next_offset
-            self._run(self.core.enqueue(next_offset, self._appended.pop(next_offset)))
+            self._run(self.core.enqueue(next_offset, self._appended.pop(next_offset),
+                                        next_offset < self._held_delivered_below))
             self.counters.published += 1
             released = True
         if released:
@@ -258,11 +264,21 @@ class QueueShell:
         return list(self._sinks)
 
     def ack(self, offsets: Sequence[int]) -> None:
-        if self.replication is not None and not self.replication.settles:
-            return  # a stale leader settles nothing: the new leader redelivers
+        gate = self.replication
+        if gate is not None and not gate.settles:
+            # A fenced leader settles nothing (the new leader redelivers); an isolated
+            # one holds the acks until it knows whether it still leads.
+            if gate.fenced is None and len(self._held_acks) < HELD_ACKS_MAX:
+                self._held_acks.extend(offsets)
+            return
         self.counters.acked += len(offsets)
         self._run(self.core.ack(offsets))
         self.schedule_pump()
+
+    def _apply_held_acks(self) -> None:
+        held, self._held_acks = self._held_acks, []
+        if held and not self.closed:
+            self.ack(held)
 
     def reject(self, offsets: Sequence[int], requeue: bool) -> None:
         self._run(self.core.reject(offsets, requeue))

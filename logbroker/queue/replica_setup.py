@@ -12,6 +12,10 @@ from segments.filesystem import FileSystem
 from segments.log import Log
 
 
+class StaleEpochError(RuntimeError):
+    """The metadata this node acted on is behind its own copy: it waits for more."""
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaSetup:
     node: str
@@ -38,6 +42,9 @@ def open_gate(setup: ReplicaSetup, fs: FileSystem, directory: str, log: Log,
     """
     history = EpochHistory.load(fs, directory)
     history.truncate_from(log.next_offset + 1)
+    if history.latest_epoch > setup.epoch:
+        raise StaleEpochError(f"this copy holds epoch {history.latest_epoch}: it cannot "
+                              f"lead epoch {setup.epoch}, which has ended")
     reopened = history.latest_epoch == setup.epoch
     if history.latest_epoch < setup.epoch:
         history.begin(setup.epoch, log.next_offset)

@@ -15,7 +15,8 @@ while this node has lost the controller for the session timeout it is
 both states publishes are refused and acks ignored, so a stale leader can
 neither confirm nor settle anything the new leader would not know. An
 isolated gate whose node hears from the controller again, still leading the
-same epoch, carries on.
+same epoch, carries on, and the acks it held meanwhile count then (dropping
+them would leave their messages unacked on a live channel forever).
 
 Invariants: confirms resolve in offset order, never above the high
 watermark; a fenced gate stays fenced (the shell closes soon after).
@@ -43,6 +44,7 @@ class ReplicationGate:
         self.acked_version = 0  # bumped whenever the cursor's range set grows
         self.sync_batch_size = 4096
         self.on_high_watermark: Callable[[int], None] | None = None
+        self.on_rejoin: Callable[[], None] | None = None  # acks held while isolated
         self._confirms: collections.deque[tuple[int, asyncio.Future[int], int]] = (
             collections.deque())
 
@@ -57,6 +59,16 @@ class ReplicationGate:
     def settles(self) -> bool:
         """Whether acks count here (not when fenced, nor cut off from the controller)."""
         return self.fenced is None and self.isolated is None
+
+    def isolate(self, reason: str) -> None:
+        self.isolated = reason
+
+    def rejoin(self) -> None:
+        """The controller is heard again and this node still leads this epoch."""
+        if self.isolated is not None:
+            self.isolated = None
+            if self.fenced is None and self.on_rejoin is not None:
+                self.on_rejoin()
 
     def pause(self, reason: str) -> None:
         """Refuse publishes while the leadership moves (`resume` if it does not)."""
@@ -87,6 +99,7 @@ class ReplicationGate:
 
     def persisted(self, next_offset: int) -> None:
         self._moved(lambda: self.leader.leader_persisted(next_offset))
+        self.changes.notify()  # followers may copy it now
 
     def confirm_when_replicated(self, base_offset: int, next_offset: int
                                 ) -> asyncio.Future[int]:

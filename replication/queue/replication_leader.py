@@ -11,10 +11,10 @@ length of an outage, and nothing is buffered for a follower that is away
 (the leader reads its log when a fetch comes).
 
 The high watermark is the lowest persisted end among the in-sync replicas
-(the leader's durable end included), counting the members that a pending
-in-sync change adds. It never falls. Publishes below it are
-confirmed and messages below it are deliverable; nothing above it has
-enough copies to survive a failover.
+(the leader's durable end included) and the members a pending in-sync
+change adds. It never falls. Publishes below it are confirmed and messages
+below it are deliverable; nothing above it has enough copies to survive a
+failover.
 
 Divergence: a follower whose last epoch ends sooner here than its next
 offset, or that holds an epoch this log does not know, is told where the
@@ -39,9 +39,10 @@ that has not been caught up for `lag_max_ms`, or is more than
 whose persisted end reaches the high watermark is added back, once it also
 holds every message not yet settled (its log starts at or below the ack
 floor). The set only changes through the metadata log (the leader proposes,
-`in_sync_committed` applies), one change at a time, so the set the high
-watermark is computed from is always one the controller has recorded: a
-failover then picks from replicas that truly hold every confirmed message.
+`in_sync_committed` applies), one change at a time, and the high watermark
+counts both the recorded set and the members a pending change adds, so
+every set the controller has recorded (or may be about to record) holds
+every confirmed message: a failover then picks from replicas that truly do.
 
 Invariants: the leader is always in the in-sync set; the high watermark is
 monotonic and never above the leader's durable end; at most one in-sync

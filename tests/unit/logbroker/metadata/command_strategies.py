@@ -100,7 +100,8 @@ commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(SetQueueInSync, vhosts, queues, st.integers(0, 3),
               st.sampled_from([(), ("n1",), ("n1", "n2"), ("n2", "n1"), ("n1", "n1"), ("n3",)])),
     st.builds(ElectQueueLeader, vhosts, queues, st.integers(0, 3), nodes,
-              st.sampled_from([(), ("n1",), ("n2", "n1"), ("n3", "n1", "n2"), ("n2", "n2")])),
+              st.sampled_from([(), ("n1",), ("n2", "n1"), ("n3", "n1", "n2"), ("n2", "n2")]),
+              st.booleans()),
 )  # fmt: skip
 
 # A starting topology, so random commands meet existing objects and cascades.

@@ -120,3 +120,22 @@ def test_records_from_before_replication_decode_with_defaults() -> None:
            "arguments": {}, "leader_node": "n1", "members": ["n1"]}
     record = QueueRecord.from_json("/", old)
     assert (record.epoch, record.in_sync) == (0, ())
+
+
+def test_an_election_decided_from_an_older_in_sync_set_changes_nothing(
+    state: MetadataState,
+) -> None:
+    # the controller decided for n2; meanwhile the leader shrank the set to itself
+    state.apply(SetQueueInSync("/", "q", 1, ("n1",)))
+    assert state.apply(ElectQueueLeader("/", "q", 1, "n2", ("n2", "n3"))) == Applied(())
+    assert (queue(state).leader_node, queue(state).epoch) == ("n1", 1)
+    # only ha-promote-on-failure: always elects outside the set
+    state.apply(ElectQueueLeader("/", "q", 1, "n2", ("n2",), out_of_sync=True))
+    assert (queue(state).leader_node, queue(state).epoch, queue(state).in_sync) == (
+        "n2", 2, ("n2",))
+
+
+def test_an_election_keeps_only_members_still_in_sync(state: MetadataState) -> None:
+    state.apply(SetQueueInSync("/", "q", 1, ("n1", "n2")))
+    state.apply(ElectQueueLeader("/", "q", 1, "n2", ("n2", "n3")))  # n3 left meanwhile
+    assert queue(state).in_sync == ("n2",)

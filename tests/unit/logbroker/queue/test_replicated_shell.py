@@ -1,0 +1,94 @@
+"""A replicated queue's leader shell: the high watermark gates readiness and confirms, and
+a promoted copy flags what its predecessor may have delivered."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from pamqp import commands
+
+from logbroker.message import Message
+from logbroker.queue.queue_core import Admission, QueueLimits
+from logbroker.queue.queue_shell import QueueSettings, QueueShell
+from logbroker.queue.replica_setup import ReplicaSetup
+from logbroker.queue.replication_gate import ReplicationGate
+from segments.memory_filesystem import MemoryFileSystem
+
+SETTINGS = QueueSettings(vhost="/", name="q", durable=True, limits=QueueLimits())
+MEMBERS = ("n1", "n2", "n3")
+
+
+def message(body: bytes) -> Message:
+    return Message("", "q", body, commands.Basic.Properties(delivery_mode=2))
+
+
+async def write(shell: QueueShell, count: int) -> list[asyncio.Future[int]]:
+    confirms = []
+    for index in range(count):
+        m = message(f"m{index}".encode())
+        assert shell.admit(m) is Admission.ACCEPT
+        confirms.append(shell.append(m))
+    await asyncio.sleep(0.05)  # written and durable (fsync policy of the default: interval)
+    return confirms
+
+
+def fetch(gate: ReplicationGate, follower: str, next_offset: int) -> None:
+    gate.moved(lambda: gate.leader.on_fetch(follower, gate.leader.epoch, next_offset,
+                                            gate.leader.epoch, gate.history, 0, 0))
+
+
+def drain(shell: QueueShell) -> list[tuple[int, bool]]:
+    got = []
+    while (found := shell.get("ch", no_ack=False)) is not None:
+        got.append((found[0], found[1]))
+    return got
+
+
+@pytest.mark.asyncio
+async def test_messages_are_ready_and_confirmed_only_below_the_high_watermark() -> None:
+    fs = MemoryFileSystem()
+    shell = QueueShell.open(SETTINGS, fs, "/q", ReplicaSetup("n1", 1, MEMBERS, MEMBERS))
+    gate = shell.replication
+    assert gate is not None
+    confirms = await write(shell, 3)
+    assert drain(shell) == [] and not any(c.done() for c in confirms)
+    fetch(gate, "n2", 3)
+    assert drain(shell) == [] and not any(c.done() for c in confirms)  # n3 has nothing yet
+    fetch(gate, "n3", 2)
+    await asyncio.sleep(0)
+    assert [c.done() for c in confirms] == [True, True, False]
+    assert drain(shell) == [(0, False), (1, False)]
+    fetch(gate, "n3", 3)
+    await asyncio.sleep(0)
+    assert all(c.done() for c in confirms) and drain(shell) == [(2, False)]
+    await shell.close()
+
+
+@pytest.mark.asyncio
+async def test_too_few_in_sync_replicas_refuse_publishes() -> None:
+    shell = QueueShell.open(SETTINGS, MemoryFileSystem(), "/q",
+                            ReplicaSetup("n1", 1, MEMBERS, ("n1",)))
+    assert shell.admit(message(b"x")) is Admission.REJECT
+    await shell.close()
+
+
+@pytest.mark.asyncio
+async def test_a_promoted_copy_flags_held_messages_its_predecessor_may_have_delivered() -> None:
+    fs = MemoryFileSystem()
+    copy = QueueShell.open(SETTINGS, fs, "/q")
+    await write(copy, 3)
+    await copy.close()
+    # promoted: the last high watermark this copy heard was 1, its log ends at 3
+    shell = QueueShell.open(SETTINGS, fs, "/q", ReplicaSetup(
+        "n2", 2, ("n2", "n1", "n3"), ("n2", "n3"), high_watermark=1))
+    gate = shell.replication
+    assert gate is not None and gate.high_watermark == 1
+    fetch(gate, "n3", 3)  # n3 holds everything: 1 and 2 are released now
+    assert drain(shell) == [(0, True), (1, True), (2, True)]
+    await shell.close()
+    # a crash before anything else: the mark already says so
+    reopened = QueueShell.open(SETTINGS, fs, "/q", ReplicaSetup(
+        "n2", 2, ("n2", "n1", "n3"), ("n2",)))
+    assert [redelivered for _, redelivered in drain(reopened)] == [True, True, True]
+    await reopened.close()
