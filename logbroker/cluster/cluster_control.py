@@ -59,3 +59,8 @@ class ReplicaControl(Protocol):
     async def cancel_sync(self, vhost: str, name: str) -> None:
         """Stop the full copies `sync` started; those members take new messages only."""
         ...
+
+    def replication_counters(self) -> dict[str, int]:
+        """Since this node started: `elections` and `out_of_sync_promotions` it made as
+        controller, `handovers` of queues it led."""
+        ...

@@ -41,6 +41,7 @@ SHUTDOWN_TIMEOUT_S = 20.0
 class QueueHandover:
     def __init__(self, node: ClusterNode) -> None:
         self.node = node
+        self.handovers = 0
         node.rpc.handle("q.transfer", self._transfer_request)
         node.rpc.handle("q.sync", self._sync_request)
 
@@ -93,6 +94,12 @@ class QueueHandover:
         await self._sync_action(str(header["v"]), str(header["q"]), str(header["action"]))
         return Envelope("ok")
 
+    def replication_counters(self) -> dict[str, int]:
+        failover = self.node.failover
+        return {"elections": failover.elections,
+                "out_of_sync_promotions": failover.out_of_sync_promotions,
+                "handovers": self.handovers}
+
     async def rebalance(self) -> list[dict[str, str]]:
         """Spread replicated queue leaders evenly over the nodes that are up."""
         state = self.node.metadata.state
@@ -140,6 +147,7 @@ class QueueHandover:
         except BaseException:
             gate.resume()
             raise
+        self.handovers += 1
         logger.info("queue %r in vhost %r handed over to %s (epoch %d)", name, vhost, chosen,
                     record.epoch + 1)
         return chosen

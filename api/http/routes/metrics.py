@@ -40,6 +40,7 @@ class BrokerCollector:
 
     def collect(self) -> Iterator[Metric]:
         yield from self._queue_metrics()
+        yield from self._replication_metrics()
         yield from self._node_metrics()
         yield self._fsync_histogram()
 
@@ -70,6 +71,37 @@ class BrokerCollector:
                 for name, family in totals.items():
                     family.add_metric(labels, getattr(shell.counters, name))
         yield from (ready, unacked, consumers, log_bytes, *totals.values())
+
+    def _replication_metrics(self) -> Iterator[Metric]:
+        in_sync = GaugeMetricFamily("logbroker_queue_in_sync_replicas",
+                                    "In-sync replicas of a replicated queue led here, "
+                                    "the leader included", labels=QUEUE_LABELS)
+        high_watermark = GaugeMetricFamily(
+            "logbroker_queue_high_watermark", "Offset below which every in-sync replica "
+            "holds the queue's messages (led here)", labels=QUEUE_LABELS)
+        lag = GaugeMetricFamily("logbroker_queue_replica_lag_messages",
+                                "Messages a follower has not persisted yet",
+                                labels=(*QUEUE_LABELS, "replica"))
+        for shell in self._context.broker.all_queues():
+            gate = shell.replication
+            if gate is None:
+                continue
+            labels = [shell.settings.vhost, shell.name]
+            in_sync.add_metric(labels, len(gate.leader.in_sync))
+            high_watermark.add_metric(labels, gate.high_watermark)
+            for member in gate.leader.members:
+                behind = gate.leader.lag(member)
+                if behind is not None:
+                    lag.add_metric([*labels, member], behind)
+        yield from (in_sync, high_watermark, lag)
+        replicas = self._context.replicas
+        counts = replicas.replication_counters() if replicas is not None else {}
+        for name, text in (("elections", "Queue leaders elected by this node as controller"),
+                           ("out_of_sync_promotions", "Out-of-sync replicas promoted "
+                            "(ha-promote-on-failure: always)"),
+                           ("handovers", "Queue leaderships handed over by this node")):
+            yield CounterMetricFamily(f"logbroker_queue_{name}", text,
+                                      value=counts.get(name, 0))
 
     def _node_metrics(self) -> Iterator[Metric]:
         connections = self._context.broker.connections.all()

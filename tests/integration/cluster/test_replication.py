@@ -144,6 +144,13 @@ def test_transfer_leader_moves_a_queue_without_losing_a_message(cluster: list[No
     assert refused.status_code == 400 and "not a member" in refused.json()["reason"]
     got = drain(third, "moving")
     assert sorted(body for body, _ in got) == sorted(bodies)
+    metrics = httpx.get(f"{third.url}/metrics", timeout=5.0).text
+    assert 'logbroker_queue_high_watermark{queue="moving",vhost="/"} 200.0' in metrics
+    assert 'logbroker_queue_in_sync_replicas{queue="moving",vhost="/"} 3.0' in metrics
+    assert 'logbroker_queue_replica_lag_messages{queue="moving",replica="n2",vhost="/"}' \
+        in metrics
+    assert "logbroker_queue_handovers_total 1.0" in httpx.get(f"{second.url}/metrics",
+                                                             timeout=5.0).text
 
 
 def test_rebalance_spreads_replicated_leaders(cluster: list[Node]) -> None:
