@@ -9,7 +9,9 @@ queue; a dropped one deletes its copy), and moving the leader is a handover
 (`QueueHandover.transfer`). A move that waits for a new member to catch up
 asks the leader, once per epoch and replica set, to `sync` it, so
 `ha-sync-mode: manual` does not stall it.
-Exclusive queues and queues of nodes that are down are left alone.
+Exclusive queues and queues of nodes that are down are left alone. A scan
+runs only when the metadata changed since the last one (or moves are under
+way), so an idle cluster with many queues costs nothing.
 """
 
 from __future__ import annotations
@@ -36,8 +38,13 @@ class ReplicaMover:
         self._moving: dict[tuple[str, str], asyncio.Future[None]] = {}
         # sync asked for, per queue: (epoch, replica set), so it is asked once per change
         self._synced: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {}
+        self._scanned_index = -1  # the metadata scanned last: unchanged, nothing to do
 
     def scan(self) -> None:
+        index = self.node.driver.applied_index
+        if index == self._scanned_index and not self._moving:
+            return  # every step depends on the metadata only
+        self._scanned_index = index
         state = self.node.metadata.state
         nodes = [NodeView(n.name, n.up) for n in state.cluster_nodes()]
         up = {view.name for view in nodes if view.up}
