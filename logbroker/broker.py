@@ -314,8 +314,12 @@ class Broker:
     def _in_sync_changed(self, event: QueueInSyncChanged) -> None:
         shell = self._queues.get((event.queue.vhost, event.queue.name))
         gate = shell.replication if shell is not None else None
-        current = self.roles is None or self.roles.current
-        if gate is not None and current and gate.leader.epoch == event.queue.epoch:
+        if self.roles is not None and not self.roles.current:
+            # Not dropped: the queue's move waits until the metadata is current, and
+            # then hands the record's in-sync set to the gate (ReplicaRoles._move).
+            self.roles.sync(event.queue.vhost, event.queue.name)
+            return
+        if gate is not None and gate.leader.epoch == event.queue.epoch:
             gate.moved(lambda: gate.leader.in_sync_committed(event.queue.in_sync))
 
     def open_queue(self, vhost: str, name: str, high_watermark: int | None) -> None:

@@ -30,7 +30,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from logbroker.errors import BrokerError
+from logbroker.metadata import ElectQueueLeader, QueueRecord
 from logbroker.queue.replica_setup import StaleEpochError
+from replication.queue.epoch_history import EpochHistory, EpochHistoryError
 
 if TYPE_CHECKING:
     from logbroker.broker import Broker
@@ -143,6 +146,8 @@ class ReplicaRoles:
         following = key in self.replicas.following()
         if record is None or shell is not None or following:
             return False
+        if record.leader_node == self._node and self._led_before(record):
+            return False  # a new epoch first (`_move`)
         if record.leader_node == self._node:
             logger.info("node %s leads queue %r in vhost %r (epoch %d)", self._node, name,
                         vhost, record.epoch)
@@ -151,6 +156,33 @@ class ReplicaRoles:
         if record.replicated and self._node in record.members:
             self.replicas.follow(vhost, name)
         return True
+
+    def _led_before(self, record: QueueRecord) -> bool:
+        """Whether this node's copy already led the record's epoch: it restarted (or
+        reopens) as the leader it was, and may have had an in-sync change in flight
+        that the record does not show yet."""
+        if not record.replicated:
+            return False
+        directory = self._broker.queue_directory(record.vhost, record.name)
+        try:
+            return EpochHistory.load(self._broker.fs, directory).latest_epoch == record.epoch
+        except EpochHistoryError:
+            return True  # unreadable: a new epoch is the safe side
+
+    async def _new_epoch(self, record: QueueRecord) -> None:
+        """Lead again from a new epoch, so whatever the old incarnation proposed for
+        the old one (an in-sync change) is refused by the epoch check."""
+        in_sync = (self._node, *(n for n in record.in_sync if n != self._node))
+        logger.info("node %s led queue %r in vhost %r at epoch %d before: starting epoch %d",
+                    self._node, record.name, record.vhost, record.epoch, record.epoch + 1)
+        try:
+            await self._broker.apply(ElectQueueLeader(
+                record.vhost, record.name, record.epoch, self._node, in_sync,
+                out_of_sync=self._node not in record.in_sync))
+        except BrokerError as error:
+            logger.warning("queue %r: a new epoch was not committed (%s); retrying later",
+                           record.name, error.reply_text)
+            self._deferred.add((record.vhost, record.name))
 
     async def _move(self, key: Key) -> None:
         vhost, name = key
@@ -165,12 +197,18 @@ class ReplicaRoles:
                     if gate is not None and gate.leader.members != record.members:
                         gate.moved(lambda: gate.leader.set_members(
                             record.members, record.in_sync, _now_ms()))
+                    elif gate is not None and gate.leader.in_sync != record.in_sync:
+                        # An in-sync change applied while the metadata was not current.
+                        gate.moved(lambda: gate.leader.in_sync_committed(record.in_sync))
                     return
                 # A new epoch, or the queue became (or stopped being) replicated.
                 await broker.close_queue(vhost, name, f"epoch {record.epoch} began")
             high_watermark: int | None = None
             if key in self.replicas.following():
                 high_watermark = await self.replicas.stop(vhost, name)
+            if self._led_before(record):
+                await self._new_epoch(record)
+                return
             logger.info("node %s leads queue %r in vhost %r (epoch %d)", self._node, name,
                         vhost, record.epoch)
             self._open(key, high_watermark)

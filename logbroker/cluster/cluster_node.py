@@ -32,7 +32,7 @@ from typing import Any
 from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig
 from logbroker.cluster.cluster_membership import ClusterMembership
-from logbroker.cluster.cluster_rpc import ClusterRpc
+from logbroker.cluster.cluster_rpc import INTERNAL_ERROR, ClusterRpc
 from logbroker.cluster.cluster_settings import ClusterSettings
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.liveness import LivenessTracker, NodeAddress
@@ -94,7 +94,12 @@ class ClusterNode:
         self.mover = ReplicaMover(self)
         self.started_ms = _now_ms()  # the failover rule prefers the longest running node
         self._controller_heard_ms = _now_ms()
+        # The leader's commit index as it answered us since the last leader change (Raft's
+        # read index): this node's metadata is current once it has applied that much.
+        self._confirmed_commit: int | None = None
+        self._confirming = False
         self.rpc.on_notice("cluster.heartbeat", self._heard)
+        self.rpc.handle("metadata.read_index", self._read_index)
 
     @property
     def node_name(self) -> str:
@@ -230,9 +235,44 @@ class ClusterNode:
         """Whether this node's applied metadata is as new as the cluster's: it has heard
         a leader (or is one) and applied everything it knows committed."""
         driver = self._driver
-        applied = max(driver.applied_index, self.metadata.applying_index) if driver else 0
-        return (driver is not None and driver.leader_id is not None
-                and applied >= driver.commit_index)
+        if driver is None or driver.leader_id is None:
+            return False
+        applied = max(driver.applied_index, self.metadata.applying_index)
+        if driver.is_leader:
+            return driver.committed_own_term and applied >= driver.commit_index
+        # A follower's own commit index may be far behind the leader's (a restart): only
+        # what the leader said counts.
+        return self._confirmed_commit is not None and applied >= self._confirmed_commit
+
+    async def _read_index(self, peer: str, envelope: Envelope) -> Envelope:
+        driver = self.driver
+        if not (driver.is_leader and driver.committed_own_term):
+            raise BrokerError(INTERNAL_ERROR, f"node {self.node_name} cannot answer a "
+                              "read index: not a leader with its term committed")
+        return Envelope("ok", {"commit": driver.commit_index})
+
+    def _ask_read_index(self) -> None:
+        driver = self._driver
+        if (driver is not None and self._confirmed_commit is None and not self._confirming
+                and not driver.is_leader and driver.leader_id is not None):
+            self._confirming = True
+            self._spawn(self._confirm_commit())
+
+    async def _confirm_commit(self) -> None:
+        driver = self.driver
+        leader = driver.leader_id
+        try:
+            if leader is None or driver.is_leader:
+                return
+            answer = await self.rpc.call(leader, Envelope("metadata.read_index"), 2.0)
+            if driver.leader_id == leader:
+                self._confirmed_commit = int(answer.header["commit"])
+                if self.broker.roles is not None:
+                    self.broker.roles.catch_up()
+        except BrokerError:
+            pass  # asked again on the next beat
+        finally:
+            self._confirming = False
 
     def _applied(self, applied: Applied) -> None:
         self.broker.react(applied)
@@ -278,6 +318,8 @@ class ClusterNode:
 
     def _role_changed(self, soft: SoftState) -> None:
         self._controller_heard_ms = _now_ms()  # a new term: count the silence from now
+        self._confirmed_commit = None  # ask the new leader, at once
+        self._ask_read_index()
         if soft.role is not Role.LEADER:
             return
         logger.info("cluster node %s is now the Raft leader (the controller)", self.node_name)
@@ -347,6 +389,7 @@ class ClusterNode:
         driver = self.driver
         address = self.address()
         self._check_isolation()
+        self._ask_read_index()
         if self.broker.roles is not None:
             self.broker.roles.catch_up()
         if driver.is_leader:

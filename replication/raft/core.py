@@ -127,6 +127,12 @@ class RaftCore:
         return self._log.commit_index
 
     @property
+    def committed_own_term(self) -> bool:
+        """A leader whose commit index is known to be the cluster's: an entry of its own
+        term (the no-op it appended on taking over) is committed."""
+        return self._leader is not None and self._log.commit_index >= self._leader_first_index
+
+    @property
     def transfer_target(self) -> str | None:
         """On a leader handing over, the voter it hands to (proposals are refused meanwhile)."""
         return self._leader.transferee if self._leader is not None else None

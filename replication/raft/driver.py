@@ -177,6 +177,11 @@ class RaftDriver:
         return self._node.commit_index
 
     @property
+    def committed_own_term(self) -> bool:
+        """On a leader: its commit index is the cluster's (Raft's read-index condition)."""
+        return self._node.committed_own_term
+
+    @property
     def applied_index(self) -> int:
         """The last index the state machine has applied (or restored a snapshot of)."""
         return self._applier.applied_index

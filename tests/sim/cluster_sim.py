@@ -51,7 +51,7 @@ from tests.sim.checkers import (
     decode_commands,
     encode_commands,
 )
-from tests.sim.network import Network
+from tests.sim.network import RaftNetwork
 from tests.sim.scenario import SimParams, SimResult
 
 DATA_DIR = "/raft"
@@ -87,7 +87,7 @@ class Simulation:
         self.rng = random.Random(seed)
         self.params = params or SimParams.draw(self.rng)
         p = self.params
-        self.network = Network(self.rng, p.loss, p.duplicate, p.max_delay)
+        self.network = RaftNetwork(self.rng, p.loss, p.duplicate, p.max_delay)
         self.stats = self.network.stats
         self.checker = SafetyChecker()
         self.now = 0

@@ -1,0 +1,294 @@
+"""`LeaderReplica`: a replicated queue's leader on one simulated node.
+
+It opens the queue as the real shell does, with the real code: `QueueShell.open`
+is `queue_opening.open_queue_files` with a `ReplicaSetup` (the log, cursor log
+and delivery mark on the node's file system, `open_gate`, the `QueueCore`
+recovered with what may have been delivered flagged, the messages above the
+high watermark held, and flagged too when released if they may have been
+delivered), here with small log segments. The `ReplicationGate` is
+used as is (`wrote`, `persisted`, `moved`, `acks_grew`, `fence`, `isolate` /
+`rejoin`). Around them it mirrors the rest of `QueueShell`, synchronously:
+held messages released into the core only below the high watermark
+(`_release_held`), confirms only once the high watermark passes a publish (the
+gate's `confirm_when_replicated`, whose futures need an event loop:
+`_release_confirms` does the same after every change that may move the high
+watermark), acks dropped by a fenced leader but held (up to `HELD_ACKS_MAX`)
+by an isolated one and applied when it rejoins (`ack`, `_apply_held_acks`),
+settles written to the cursor log by a group commit and then `acks_grew`, and
+retention deleting settled segments (`reclaim_settled`).
+
+Where the real shell waits for an fsync thread, this one leaves the writes
+unsynced until the simulation's `flush` (a random later tick), so a crash in
+between loses them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+from unittest import mock
+
+from logbroker.queue import queue_opening
+from logbroker.queue.consumers import Consumer
+from logbroker.queue.effects import Deliver, Effect, Settle
+from logbroker.queue.message_meta import MessageMeta
+from logbroker.queue.queue_core import QueueLimits
+from logbroker.queue.queue_opening import open_queue_files
+from logbroker.queue.queue_settings import QueueSettings
+from logbroker.queue.queue_shell import HELD_ACKS_MAX
+from logbroker.queue.replica_setup import ReplicaSetup
+from logbroker.queue.retention import Retention, SegmentSummary, reclaim_floor
+from segments.filesystem import FileSystem
+from segments.log import Log, LogConfig
+from segments.memory_filesystem import MemoryFileSystem
+from segments.record_batch import Record
+
+VHOST = "/"
+# Small segments, so retention deletes segments and followers fall below the log start.
+QUEUE_LOG_CONFIG = LogConfig(segment_bytes_max=768, index_interval_bytes=128)
+RETAIN_NOTHING = Retention(retention_ms=None, retention_bytes=0)
+
+
+class ConsumerSink(Protocol):
+    """A consumer client: what the leader hands deliveries and cancellations to."""
+
+    def deliver(self, shell: LeaderReplica, channel: str, offset: int, payload: bytes,
+                redelivered: bool) -> None: ...
+
+    def cancelled(self, shell: LeaderReplica) -> None: ...
+
+
+class LeaderHooks(Protocol):
+    """The simulation around a leader: its clock, its clients and its checker."""
+
+    @property
+    def now_ms(self) -> int: ...
+
+    def confirm(self, queue: str, publish: int, ok: bool) -> None: ...
+
+    def committed(self, queue: str, node: str, offset: int, payload: bytes) -> None: ...
+
+    @property
+    def stats(self) -> Counter[str]: ...
+
+
+class _SmallSegmentLog:
+    """`Log` inside `open_queue_files`, with the simulation's small segments."""
+
+    @staticmethod
+    def open(fs: FileSystem, directory: str, config: LogConfig | None = None) -> Log:
+        return Log.open(fs, directory, config or QUEUE_LOG_CONFIG)
+
+
+@dataclass
+class _Pending:
+    next_offset: int
+    publish: int
+
+
+class LeaderReplica:
+    def __init__(self, node: str, queue: str, fs: MemoryFileSystem, directory: str,
+                 setup: ReplicaSetup, hooks: LeaderHooks) -> None:
+        self.node = node
+        self.queue = queue
+        self.hooks = hooks
+        self.closed = False
+        self._payloads: dict[int, bytes] = {}
+        settings = QueueSettings(VHOST, queue, durable=True, limits=QueueLimits())
+        with mock.patch.object(queue_opening, "Log", _SmallSegmentLog):
+            opened = open_queue_files(settings, fs, directory, setup, hooks.now_ms)
+        assert opened.gate is not None
+        self.log, self.cursor, self.mark = opened.log, opened.cursor, opened.mark
+        self.core, self.gate, self._appended = opened.core, opened.gate, opened.held
+        self._held_delivered_below = opened.held_delivered_below
+        self._sinks: dict[str, ConsumerSink] = {}
+        self._unsynced: list[_Pending] = []  # written, waiting for the log's fsync
+        self._confirms: deque[_Pending] = deque()  # durable here, waiting for the hw
+        self._settles: list[tuple[int, int]] = []
+        self._held_acks: list[int] = []  # acks taken while cut off from the controller
+        self._reported = self.log.log_start_offset  # committed offsets given to the checker
+        self.changes = 0  # bumped on what wakes a long-polling fetch (gate.changes)
+        self.gate.on_high_watermark = lambda _: self._release_held()
+        self.gate.on_rejoin = self._apply_held_acks
+        self._report_committed()
+
+    @property
+    def epoch(self) -> int:
+        return self.gate.leader.epoch
+
+    @property
+    def held(self) -> int:
+        """Messages written but not handed to the core yet (above the high watermark)."""
+        return len(self._appended)
+
+    @property
+    def fenced(self) -> str | None:
+        return self.gate.fenced
+
+    def _values(self, offset: int, end: int | None = None) -> list[bytes]:
+        """The records' values in [offset, end) (a leader's log never changes below its end)."""
+        end = self.log.next_offset if end is None else end
+        values: list[bytes] = []
+        for at in range(offset, end):
+            value = self._payloads.get(at)
+            if value is None:
+                self._payloads.update((r.offset, r.value) for r in self.log.read(at, 4096))
+                value = self._payloads[at]
+            values.append(value)
+        return values
+
+    # --------------------------------------------------------------- publish
+
+    def publish(self, publish: int, payload: bytes) -> None:
+        """admit + append_many of one message (QueueShell): refused, or written now."""
+        refusal = self.gate.publish_refusal()
+        if refusal is not None:
+            self.hooks.confirm(self.queue, publish, False)
+            return
+        result = self.log.append([Record(payload, self.hooks.now_ms)])
+        self.gate.wrote(result.next_offset)
+        self.changes += 1
+        self._appended[result.base_offset] = MessageMeta(len(payload))
+        self._payloads[result.base_offset] = payload
+        self._release_held()
+        self._unsynced.append(_Pending(result.next_offset, publish))
+
+    def flush(self) -> None:
+        """The group commits complete: the log's fsync, then the cursor's (settles)."""
+        if self.closed:
+            return
+        if self._unsynced:
+            self.log.sync()
+            durable, self._unsynced = self._unsynced, []
+            for pending in durable:
+                self.gate.persisted(pending.next_offset)
+                self._confirms.append(pending)
+                self._release_confirms()
+            self.changes += 1
+        self._flush_settles()
+
+    def moved(self, change: Callable[[], object]) -> None:
+        """`gate.moved` (a fetch, an in-sync commit), then the confirms it allows."""
+        self.gate.moved(change)
+        self._release_confirms()
+
+    def _release_confirms(self) -> None:
+        hw = self.gate.high_watermark
+        self._report_committed()
+        while self._confirms and self._confirms[0].next_offset <= hw:
+            self.hooks.confirm(self.queue, self._confirms.popleft().publish, True)
+
+    def _release_held(self) -> None:
+        """Ready below the high watermark, in offset order (QueueShell._release_held)."""
+        limit = self.gate.high_watermark
+        self._report_committed()
+        released = False
+        while self.core.next_offset in self._appended and self.core.next_offset < limit:
+            offset = self.core.next_offset
+            self._run(self.core.enqueue(offset, self._appended.pop(offset),
+                                        offset < self._held_delivered_below))
+            released = True
+        self.changes += 1
+        if released:
+            self.pump()
+
+    def _report_committed(self) -> None:
+        hw = self.gate.high_watermark
+        start = max(self._reported, self.log.log_start_offset)
+        if hw > start:
+            for offset, value in enumerate(self._values(start, hw), start):
+                self.hooks.committed(self.queue, self.node, offset, value)
+        self._reported = max(self._reported, hw)
+
+    # ------------------------------------------------------------- consumers
+
+    def add_consumer(self, tag: str, prefetch: int, sink: ConsumerSink) -> None:
+        self.core.add_consumer(Consumer(tag, tag, prefetch), self.hooks.now_ms)
+        self._sinks[tag] = sink
+        self.pump()
+
+    def channel_closed(self, tag: str) -> None:
+        """QueueShell.channel_closed: forget the consumer, requeue what it held."""
+        if self._sinks.pop(tag, None) is not None:
+            self.core.remove_consumer(tag, self.hooks.now_ms)
+        self._run(self.core.requeue_channel(tag))
+        self.pump()
+
+    def ack(self, offsets: list[int]) -> None:
+        gate = self.gate
+        if not gate.settles:
+            # A fenced leader settles nothing (the new leader redelivers); an isolated
+            # one holds the acks until it knows whether it still leads.
+            if gate.fenced is None and len(self._held_acks) < HELD_ACKS_MAX:
+                self._held_acks.extend(offsets)
+            return
+        self._run(self.core.ack(offsets))
+        self.pump()
+
+    def _apply_held_acks(self) -> None:
+        """QueueShell._apply_held_acks (`gate.on_rejoin`)."""
+        held, self._held_acks = self._held_acks, []
+        if held and not self.closed:
+            self.hooks.stats["held_acks_applied"] += len(held)
+            self.ack(held)
+
+    def pump(self) -> None:
+        if not self.closed:
+            self._run(self.core.pump(self.hooks.now_ms, {}))
+
+    def _run(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Deliver):
+                sink = self._sinks.get(effect.consumer_tag or "")
+                self.mark.delivered(effect.offset)
+                if sink is not None:
+                    payload = self._values(effect.offset, effect.offset + 1)[0]
+                    sink.deliver(self, effect.channel_key, effect.offset, payload,
+                                 effect.redelivered)
+            elif isinstance(effect, Settle) and not self.closed:
+                self._settles.append((effect.lo, effect.hi))
+
+    def _flush_settles(self) -> None:
+        ranges, self._settles = self._settles, []
+        if not ranges:
+            return
+        self.cursor.append(ranges)
+        self.cursor.sync()
+        self.gate.acks_grew(self.cursor.ack_floor)
+        self.changes += 1
+        self.core.forget_below(self.cursor.ack_floor)
+        summaries = [SegmentSummary(*s) for s in self.log.segment_summaries()]
+        floor = reclaim_floor(summaries, self.cursor.ack_floor, self.hooks.now_ms,
+                              RETAIN_NOTHING)
+        if floor > self.log.log_start_offset:
+            self.log.delete_before(floor)
+
+    # --------------------------------------------------------------- closing
+
+    def close(self, reason: str, on_cancel: Callable[[ConsumerSink], None] | None = None
+              ) -> None:
+        """Broker.close_queue: fence, cancel the consumers, finish the writes, close."""
+        if self.closed:
+            return
+        self.gate.fence(reason)
+        self.changes += 1
+        sinks, self._sinks = list(self._sinks.values()), {}
+        for sink in sinks:
+            sink.cancelled(self)
+        self._flush_settles()
+        self.closed = True
+        for pending in [*self._unsynced, *self._confirms]:
+            self.hooks.confirm(self.queue, pending.publish, False)  # GateFenced
+        self._unsynced, self._confirms = [], deque()
+        self.mark.close()  # a clean stop knows exactly
+        self.log.close()
+        self.cursor.close()
+
+    def crash(self) -> None:
+        """The node lost power: nothing more happens here, nothing is synced."""
+        self.closed = True
+        for sink in list(self._sinks.values()):
+            sink.cancelled(self)  # the client's connection broke
+        self._sinks.clear()

@@ -1,0 +1,389 @@
+"""`QueueNode`: one broker node of the queue simulation.
+
+A node is a Raft member (`RaftNode` + `RaftStorage` on its own
+`MemoryFileSystem`, the shell loop of ready.py) whose state machine is the
+real `MetadataState`: committed entries are decoded `Command`s, applied in
+order, refusals ignored (the same on every node), as `ReplicatedMetadata`
+does (`ClusterNode._applied` runs inside the state machine's `apply`: the
+driver's applied index moves after it, and `applying_index` names the entry
+being applied). On the same file system it keeps each replicated queue as a
+`LeaderReplica` or a `FollowerLoop`, moved between the two by `NodeRoles`
+(queue_roles.py, `ReplicaRoles`): a queue's record changed, `sync`; after
+every applied command and on every beat, `catch_up` (moves wait while the
+metadata is not current, `_metadata_current`). `QueueInSyncChanged` goes to
+the gate of the same epoch, and only while the metadata is current
+(`Broker._in_sync_changed`).
+
+Proposals go through `Proposals` (queue_proposals.py, `ReplicatedMetadata
+.propose`). `NodeFeed` (queue_feed.py, `ReplicaFeed`) answers fetches, long
+polls included, and proposes the leaders' in-sync changes. Every node sends heartbeats to
+the Raft leader; the leader runs the `Controller`. A node that has not heard
+from the Raft leader for the session timeout isolates the gates of the queues
+it leads (`ClusterNode._check_isolation`: `gate.isolate`): no publishes, acks
+held; hearing it again, `gate.rejoin` applies the held acks.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
+
+from logbroker.metadata import (
+    Command,
+    MetadataError,
+    MetadataState,
+    QueueDeclared,
+    QueueInSyncChanged,
+    QueuePlacementChanged,
+    bootstrap_commands,
+    hash_password,
+)
+from logbroker.metadata.events import Event
+from replication.queue.failover import ReplicaStatus
+from replication.queue.replication_leader import ReplicationLimits
+from replication.raft import (
+    EntryKind,
+    Membership,
+    RaftConfig,
+    RaftNode,
+    RaftStorage,
+    Ready,
+    Role,
+)
+from replication.raft.messages import Message
+from segments.memory_filesystem import MemoryFileSystem
+from tests.sim.cluster_sim import LOG_CONFIG as RAFT_LOG_CONFIG
+from tests.sim.queue_controller import Controller, address_of
+from tests.sim.queue_feed import NodeFeed
+from tests.sim.queue_follower import FollowerLoop
+from tests.sim.queue_leader import LeaderHooks, LeaderReplica
+from tests.sim.queue_messages import (
+    ClusterMessage,
+    Fetch,
+    FetchAnswer,
+    ForwardedPublish,
+    Heartbeat,
+    Propose,
+    ProposeAnswer,
+    StatusAnswer,
+    StatusRequest,
+)
+from tests.sim.queue_proposals import Proposals, decode_command
+from tests.sim.queue_roles import NodeRoles
+
+VHOST = "/"
+PASSWORD_HASH = hash_password("guest", b"salt")
+
+
+class NodeWorld(LeaderHooks, Protocol):
+    now: int
+    rng: random.Random
+    stats: Counter[str]
+
+    def send(self, message: ClusterMessage) -> None: ...
+
+    def connected(self, node: str) -> set[str]: ...
+
+    def request_id(self) -> int: ...
+
+    def log(self, text: str) -> None: ...
+
+    def later(self, delay: int, action: Callable[[], None]) -> None: ...
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    raft: RaftConfig
+    founding: Membership
+    session_timeout: int
+    link_grace: int
+    heartbeat_every: int
+    limits: ReplicationLimits
+    max_sync_delay: int
+
+
+class QueueNode:
+    def __init__(self, node_id: str, world: NodeWorld, config: NodeConfig) -> None:
+        self.id = node_id
+        self.world = world
+        self.config = config
+        self.fs = MemoryFileSystem()
+        self.raft: RaftNode | None = None
+        self.storage: RaftStorage | None = None
+        self.state = MetadataState()
+        self.started_at = 0
+        self.restart_at = 0
+        self.controller = Controller(node_id, config.session_timeout, config.link_grace)
+        self.leaders: dict[str, LeaderReplica] = {}
+        self.followers: dict[str, FollowerLoop] = {}
+        self.feed = NodeFeed(self)
+        self.proposals = Proposals(self)
+        self.applied_index = 0  # the Raft driver's (its Applier's)
+        self.applying_index = 0  # ReplicatedMetadata's: the entry being applied
+        self.roles = NodeRoles(self, self._metadata_current)
+        self._next_beat = 0
+        self._controller_heard = 0  # when a Raft message from the leader last came
+
+    @property
+    def alive(self) -> bool:
+        return self.raft is not None
+
+    @property
+    def now(self) -> int:
+        return self.world.now
+
+    @property
+    def stats(self) -> Counter[str]:
+        return self.world.stats
+
+    @property
+    def hooks(self) -> LeaderHooks:
+        return self.world
+
+    @property
+    def rng(self) -> random.Random:
+        return self.world.rng
+
+    @property
+    def limits(self) -> ReplicationLimits:
+        return self.config.limits
+
+    @property
+    def max_sync_delay(self) -> int:
+        return self.config.max_sync_delay
+
+    def log(self, text: str) -> None:
+        self.world.log(text)
+
+    def request_id(self) -> int:
+        return self.world.request_id()
+
+    def members(self) -> frozenset[str]:
+        assert self.raft is not None
+        return self.raft.membership.nodes
+
+    # ------------------------------------------------------------- node life
+
+    def start(self) -> None:
+        self.storage = RaftStorage.open(self.fs, "/raft", RAFT_LOG_CONFIG)
+        restored = self.storage.load()
+        self.raft = RaftNode(self.id, self.config.founding, self.config.raft,
+                             random.Random(self.world.rng.random()), restored)
+        self.state = MetadataState()  # rebuilt from the log (no compaction here)
+        self.applied_index = self.applying_index = 0
+        self.roles = NodeRoles(self, self._metadata_current)
+        self.started_at = self.now
+        self.controller = Controller(self.id, self.config.session_timeout,
+                                     self.config.link_grace)
+        self._next_beat = self.now + self.world.rng.randint(0, self.config.heartbeat_every)
+        self._controller_heard = self.now
+
+    def crash(self, restart_at: int) -> None:
+        self.fs.crash(self.world.rng)
+        for shell in self.leaders.values():
+            shell.crash()
+        self.leaders.clear()
+        self.followers.clear()
+        self.feed = NodeFeed(self)
+        self.proposals = Proposals(self)
+        self.controller.crash()
+        self.raft = self.storage = None
+        self.restart_at = restart_at
+
+    # ------------------------------------------------------------ Raft shell
+
+    def handle_ready(self) -> None:
+        raft, storage = self.raft, self.storage
+        if raft is None or storage is None or not raft.has_ready():
+            return
+        ready = raft.ready()
+        storage.save(ready)
+        for message in ready.messages:
+            self.world.send(message)
+        self._apply(ready)
+        raft.advance(ready)
+        if ready.soft_state is not None:
+            self._controller_heard = self.now  # a new term: count the silence from now
+            if ready.soft_state.role is Role.LEADER:
+                self.log(f"{self.id} leads Raft term {raft.term}")
+                self.controller.liveness.took_over(
+                    raft.membership.nodes, self.now,
+                    [n for n in raft.membership.nodes if n not in self.world.connected(self.id)])
+                if self.state.vhost(VHOST) is None and not self.state.users():
+                    for command in bootstrap_commands(PASSWORD_HASH):
+                        self.propose(command)
+            else:
+                self.proposals.leadership_lost()
+
+    def _apply(self, ready: Ready) -> None:
+        """The driver's `Applier.apply` for each entry: the state machine's `apply`
+        (`ReplicatedMetadata.apply`, and in it `ClusterNode._applied`), then the applied
+        index moves."""
+        for entry in ready.committed_entries:
+            ok, reason = False, "dropped"
+            if entry.kind is EntryKind.NORMAL:
+                ok, reason = True, ""
+                self.applying_index = entry.index
+                try:
+                    events: tuple[Event, ...] = self.state.apply(
+                        decode_command(entry.data)).events
+                except MetadataError as refused:  # refused alike on every node
+                    ok, reason = False, refused.text
+                else:
+                    self._react(events)
+                    self.roles.catch_up()
+            self.applied_index = entry.index
+            self.proposals.applied(entry, ok, reason)
+
+    def _react(self, events: tuple[Event, ...]) -> None:
+        """Broker.react: role moves, in-sync sets to the gates."""
+        for event in events:
+            if isinstance(event, QueueInSyncChanged):
+                shell = self.leaders.get(event.queue.name)
+                if shell is None or shell.gate.leader.epoch != event.queue.epoch:
+                    continue
+                if self.roles.current:
+                    shell.moved(partial(shell.gate.leader.in_sync_committed,
+                                        event.queue.in_sync))
+                else:
+                    self.world.stats["in_sync_ignored"] += 1
+                    self.log(f"{self.id} ignores in sync {list(event.queue.in_sync)} for "
+                             f"{event.queue.name}: metadata not current (applied "
+                             f"{self.applying_index}, commit {self._commit_index()})")
+                    self.roles.in_sync_ignored(event.queue.name)
+            elif isinstance(event, QueueDeclared | QueuePlacementChanged):
+                self.roles.sync(event.queue.name)
+
+    def _commit_index(self) -> int:
+        return self.raft.commit_index if self.raft is not None else 0
+
+    def _metadata_current(self) -> bool:
+        """ClusterNode._metadata_current: a leader is known (or this node is one) and
+        everything known committed is applied (or being applied)."""
+        raft = self.raft
+        applied = max(self.applied_index, self.applying_index)
+        return raft is not None and raft.leader_id is not None and applied >= raft.commit_index
+
+    # ----------------------------------------------------------------- roles
+
+    def replica_status(self, queue: str) -> ReplicaStatus | None:
+        """ReplicaFeed.replica_status."""
+        shell = self.leaders.get(queue)
+        if shell is not None and not shell.closed:
+            return ReplicaStatus(self.id, shell.log.next_offset,
+                                 shell.gate.history.latest_epoch, self.started_at)
+        follower = self.followers.get(queue)
+        if follower is None or follower.replica.closed:
+            return None
+        return ReplicaStatus(self.id, follower.replica.next_offset, follower.replica.last_epoch,
+                             self.started_at)
+
+    # ------------------------------------------------------------- proposals
+
+    def propose(self, command: Command, done: Callable[[bool], None] | None = None) -> None:
+        self.proposals.propose(command, done)
+
+    def send(self, message: ClusterMessage) -> None:
+        self.world.send(message)
+
+    # -------------------------------------------------------------- messages
+
+    def receive(self, message: ClusterMessage) -> None:
+        raft = self.raft
+        assert raft is not None
+        if isinstance(message, Message):
+            if message.source == raft.leader_id:
+                self._controller_heard = self.now
+            raft.step(message)
+        elif isinstance(message, Heartbeat):
+            self.controller.liveness.heard(address_of(message.source), self.now)
+        elif isinstance(message, Fetch):
+            self.feed.fetch(message)
+        elif isinstance(message, FetchAnswer):
+            follower = self.followers.get(message.queue)
+            if follower is not None:
+                follower.on_answer(message, self.now)
+        elif isinstance(message, StatusRequest):
+            self.world.send(StatusAnswer(self.id, message.source, message.request,
+                                         self.replica_status(message.queue)))
+        elif isinstance(message, StatusAnswer):
+            self.controller.on_status(message.request, message.status)
+        elif isinstance(message, Propose):
+            self.proposals.serve(message.source, message.request, message.data)
+        elif isinstance(message, ProposeAnswer):
+            self.proposals.answered(message.request, message.ok, message.reason)
+        elif isinstance(message, ForwardedPublish):
+            self.publish_here(message.queue, message.publish, message.payload)
+
+    def publish_here(self, queue: str, publish: int, payload: bytes) -> None:
+        shell = self.leaders.get(queue)
+        if shell is None or shell.closed:
+            self.world.confirm(queue, publish, False)  # not the leader (any more)
+        else:
+            shell.publish(publish, payload)
+
+    def client_publish(self, queue: str, publish: int, payload: bytes) -> None:
+        """A client's publish reaches this node: handled here or forwarded to the leader."""
+        record = self.state.queue(VHOST, queue)
+        if record is None or record.leader_node is None:
+            self.world.confirm(queue, publish, False)
+        elif record.leader_node == self.id:
+            self.publish_here(queue, publish, payload)
+        else:
+            self.world.send(ForwardedPublish(self.id, record.leader_node, queue, publish,
+                                             payload))
+
+    # ------------------------------------------------------------ periodic
+
+    def work(self) -> None:
+        raft = self.raft
+        assert raft is not None
+        if self.now >= self._next_beat:
+            self._next_beat = self.now + self.config.heartbeat_every
+            self._check_isolation()
+            self.roles.catch_up()
+            if raft.role is Role.LEADER:
+                self.controller.beat(self)
+            elif raft.leader_id is not None:
+                self.world.send(Heartbeat(self.id, raft.leader_id))
+        self.controller.tick(self)
+        self.feed.in_sync_tick()
+        for follower in list(self.followers.values()):
+            follower.tick(self.now, self.state, self.request_id, self.world.send)
+        self.feed.wake_parked()
+        self.proposals.tick()
+
+    def _check_isolation(self) -> None:
+        """ClusterNode._check_isolation: no publishes on the queues led here, acks held,
+        while the controller is silent for the session timeout."""
+        assert self.raft is not None
+        lost = self.raft.role is not Role.LEADER and (
+            self.now - self._controller_heard > self.config.session_timeout)
+        for shell in self.leaders.values():
+            gate = shell.gate
+            if lost and gate.isolated is None:
+                gate.isolate("the queue's leader node has lost the cluster's controller")
+                self.log(f"{self.id} isolates its {shell.queue} shell")
+            elif not lost and gate.isolated is not None:
+                gate.rejoin()
+                self.log(f"{self.id} rejoins with its {shell.queue} shell")
+
+    def link_lost(self, peer: str) -> None:
+        """The transport lost its link to `peer` (ClusterNode._peer_changed)."""
+        self.controller.liveness.link_lost(peer, self.now)
+        self.world.later(self.config.link_grace + 1, self._check_liveness)
+
+    def link_restored(self, peer: str) -> None:
+        self.controller.liveness.link_restored(peer)
+
+    def _check_liveness(self) -> None:
+        if self.raft is not None and self.raft.role is Role.LEADER:
+            self.controller.check(self)
+
+    def send_status_request(self, request: StatusRequest) -> None:
+        self.world.send(request)
+
