@@ -45,7 +45,7 @@ import pika  # type: ignore[import-untyped]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.amqp_bench import BenchError, consume, publish_confirm
-from bench.cluster_processes import AUTH, NODE_COUNT, Cluster, Node, say
+from bench.cluster_processes import AUTH, NODE_COUNT, Cluster, Node, get_json, say
 
 Result = dict[str, Any]
 T = TypeVar("T")
@@ -211,24 +211,26 @@ def run_declares(cluster: Cluster, args: argparse.Namespace) -> Result:
 # ---------------------------------------------------------------- forwarding
 
 
-def _declare_led_by(node: Node, timeout_s: float) -> str:
-    """A fresh durable queue led by `node` (declared there, client-local), checked."""
-    name = _queue_name(f"fwd-{node.name}")
+def _declare_led_by(node: Node, timeout_s: float, prefix: str = "fwd",
+                    arguments: Result | None = None) -> tuple[str, Result]:
+    """A fresh durable queue led by `node` (declared there, client-local, with the extra
+    `arguments`), checked; its name and its `GET /api/queues/%2F/{name}` view."""
+    name = _queue_name(f"{prefix}-{node.name}")
 
     def run() -> None:
         connection = _connect(node)
         try:
-            connection.channel().queue_declare(name, durable=True, arguments=CLIENT_LOCAL)
+            connection.channel().queue_declare(name, durable=True,
+                                               arguments={**CLIENT_LOCAL, **(arguments or {})})
         finally:
             _close(connection)
 
     _bounded(run, timeout_s, f"declare {name} on {node.name}")
-    response = httpx.get(f"{node.http_url}/api/queues/%2F/{name}", auth=AUTH, timeout=10.0)
-    response.raise_for_status()
-    leader = response.json().get("leader")
-    if leader != node.name:
-        raise BenchError(f"{name} declared client-local on {node.name} is led by {leader!r}")
-    return name
+    view = get_json(node, f"/api/queues/%2F/{name}", 10.0)
+    if view is None or view.get("leader") != node.name:
+        raise BenchError(f"{name} declared client-local on {node.name} is led by "
+                         f"{view and view.get('leader')!r}")
+    return name, view
 
 
 def _delete_queue(node: Node) -> Callable[[str], None]:
@@ -239,7 +241,7 @@ def _delete_queue(node: Node) -> Callable[[str], None]:
 
 
 def forwarding_trial(owner: Node, client: Node, args: argparse.Namespace) -> Result:
-    name = _declare_led_by(owner, args.timeout_s)
+    name, _view = _declare_led_by(owner, args.timeout_s)
     try:
         published = publish_confirm(client.amqp_url, name, args)
         if published["messages"] != args.messages or published["nacked"]:

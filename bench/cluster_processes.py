@@ -81,6 +81,18 @@ class Node:
         return self.process is not None and self.process.poll() is None
 
 
+def get_json(node: Node, path: str, timeout_s: float) -> Result | None:
+    """`GET path` on the node's HTTP API; None if it does not answer 200."""
+    try:
+        response = httpx.get(f"{node.http_url}{path}", auth=AUTH, timeout=timeout_s)
+    except httpx.HTTPError:
+        return None
+    if response.status_code != 200:
+        return None
+    document: Result = response.json()
+    return document
+
+
 @dataclass
 class Cluster:
     workdir: Path
@@ -146,14 +158,7 @@ class Cluster:
                     process.wait(timeout=STOP_TIMEOUT_S)
 
     def status(self, node: Node) -> Result | None:
-        try:
-            response = httpx.get(f"{node.http_url}/api/cluster", auth=AUTH, timeout=2.0)
-        except httpx.HTTPError:
-            return None
-        if response.status_code != 200:
-            return None
-        document: Result = response.json()
-        return document
+        return get_json(node, "/api/cluster", 2.0)
 
     def _healthy_leader(self) -> str | None:
         """The leader all nodes agree on, if each sees every node up and connected."""

@@ -46,7 +46,12 @@ from logbroker.cluster.replica_mover import ReplicaMover
 from logbroker.cluster.replicated_metadata import ReplicatedMetadata
 from logbroker.errors import PRECONDITION_FAILED, BrokerError
 from logbroker.metadata import Applied, Command
-from logbroker.metadata.events import ClusterNodeAdded, ClusterNodeRemoved, ClusterNodeUpdated
+from logbroker.metadata.events import (
+    ClusterNodeAdded,
+    ClusterNodeRemoved,
+    ClusterNodeUpdated,
+    NodeLivenessChanged,
+)
 from logbroker.queue_placement import NodeView, PlacementError, locator_strategy, place_queue
 from replication.raft.driver import RaftDriver
 from replication.raft.membership import EMPTY_MEMBERSHIP, desired_roles
@@ -231,6 +236,12 @@ class ClusterNode:
 
     # ------------------------------------------------------ applied commands
 
+    def _follower_down(self, node: str) -> None:
+        for shell in self.broker.all_queues():
+            gate = shell.replication
+            if gate is not None and node in gate.leader.members:
+                gate.leader.follower_down(node)
+
     def _metadata_current(self) -> bool:
         """Whether this node's applied metadata is as new as the cluster's: it has heard
         a leader (or is one) and applied everything it knows committed."""
@@ -276,6 +287,9 @@ class ClusterNode:
 
     def _applied(self, applied: Applied) -> None:
         self.broker.react(applied)
+        for event in applied.events:
+            if isinstance(event, NodeLivenessChanged) and not event.node.up:
+                self._follower_down(event.node.name)
         if self.broker.roles is not None:
             self.broker.roles.catch_up()
         if any(isinstance(event, _PEER_EVENTS) for event in applied.events):

@@ -61,10 +61,12 @@ class LivenessTracker:
 
     def took_over(self, members: Iterable[str], now_ms: int,
                   disconnected: Iterable[str] = ()) -> None:
-        """Start as controller; nodes the transport has no link to get only the link grace
-        (the old controller may be the node that just died)."""
+        """Start as controller; nodes the transport has no link to get only what is left
+        of the link grace since this node lost its link to them (the old controller may
+        be the node that just died)."""
         self._last_heard = {name: now_ms for name in members}
-        self._link_lost = {name: now_ms for name in disconnected if name != self._self}
+        self._link_lost = {name: self._link_lost.get(name, now_ms) for name in disconnected
+                           if name != self._self}
         self._addresses.clear()  # another controller may have recorded newer ones
         self._proposed.clear()
 

@@ -149,9 +149,13 @@ class ReplicaFeed:
         try:
             await self.node.metadata.propose(command)
         except BrokerError as error:
-            logger.info("queue %r: in-sync change not made: %s", command.name,
-                        error.reply_text)
+            logger.info("queue %r: in-sync change not known to be made (%s); proposing it "
+                        "again", command.name, error.reply_text)
             gate.leader.in_sync_change_failed()
+            return
+        # Committed (or it held already, which changes nothing and sends no event).
+        if gate.fenced is None and gate.leader.epoch == command.epoch:
+            gate.moved(lambda: gate.leader.in_sync_committed(command.in_sync))
 
 
 def _verdict_envelope(verdict: Truncate | Reset | Refuse) -> Envelope:

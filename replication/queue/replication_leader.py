@@ -30,10 +30,11 @@ under `manual` a new follower starts at the leader's end and is in sync
 only once every older message is settled, unless `request_sync` asks it for
 a full copy (`cancel_sync` drops one under way).
 
-In-sync tracking: a follower is caught up when a fetch reaches the end of
-the leader's log, and was caught up at its previous fetch when a fetch
-reaches where the leader's log ended then (Kafka's rule: under a steady
-stream of publishes no fetch finds the leader idle); an in-sync follower
+In-sync tracking: a follower is caught up when a fetch reaches the leader's
+durable end (all it can be sent), and was caught up at its previous fetch
+when a fetch reaches where that end was then (Kafka's rule: under a steady
+stream of publishes no fetch finds the leader idle); a follower whose node
+is recorded down is not caught up (`follower_down`); an in-sync follower
 that has not been caught up for `lag_max_ms`, or is more than
 `lag_max_messages` behind, is dropped from the set; an out-of-sync follower
 whose persisted end reaches the high watermark is added back, once it also
@@ -130,6 +131,7 @@ class ReplicationLeader:
         self._progress = {m: FollowerProgress(0, now_ms, now_ms) for m in self.members
                           if m != node}
         self._pending: tuple[str, ...] | None = None
+        self._retry = False  # the pending proposal's outcome is unknown: propose it again
         self._ack_floor = 0
         self._log_start = 0  # the leader's, as of the last fetch
         self._full_sync: set[str] = set()  # manual mode: asked to copy everything (`sync`)
@@ -186,7 +188,7 @@ class ReplicationLeader:
         if progress is None:
             return Refuse(f"node {follower} is not a follower of this queue")
         previous_ms, previous_end = progress.fetched_ms, progress.fetched_end
-        progress.fetched_ms, progress.fetched_end = now_ms, self._written_end
+        progress.fetched_ms, progress.fetched_end = now_ms, self._durable_end
         if last_epoch > self.epoch:
             return Refuse(f"the follower holds epoch {last_epoch}, newer than {self.epoch}")
         self._log_start = log_start
@@ -203,7 +205,7 @@ class ReplicationLeader:
         if not empty and (found != last_epoch or next_offset > end):
             return Truncate(end, found)
         progress.persisted_end = max(progress.persisted_end, next_offset)
-        if next_offset >= self._written_end:
+        if next_offset >= self._durable_end:
             progress.caught_up_ms = now_ms
         elif next_offset >= previous_end:
             progress.caught_up_ms = max(progress.caught_up_ms, previous_ms)
@@ -245,6 +247,14 @@ class ReplicationLeader:
         self._drop_copy.update(copying)
         return copying
 
+    def follower_down(self, follower: str) -> None:
+        """The controller recorded the follower's node down: it is not caught up any
+        more, so the next `tick` drops it as soon as it lacks anything (confirms need not
+        wait out the lag bound for a node known to be gone)."""
+        progress = self._progress.get(follower)
+        if progress is not None:
+            progress.caught_up_ms = -(1 << 62)
+
     def set_ack_floor(self, ack_floor: int) -> None:
         """Every message below `ack_floor` is settled: a copy need not hold it."""
         self._ack_floor = max(self._ack_floor, ack_floor)
@@ -271,20 +281,34 @@ class ReplicationLeader:
             del self._progress[member]
             self._full_sync.discard(member)
             self._drop_copy.discard(member)
+        self._pending, self._retry = None, False  # a new replica set: decide afresh
         self.in_sync_committed(tuple(m for m in in_sync if m in self.members))
 
     def in_sync_committed(self, in_sync: Sequence[str]) -> None:
-        """The metadata log recorded `in_sync` for this epoch."""
+        """The metadata log recorded `in_sync` for this epoch.
+
+        The pending change ends only when this is it: another set committing (an
+        older proposal) leaves the pending one possibly still in flight.
+        """
         self._in_sync = tuple(in_sync)
-        self._pending = None
+        if self._pending == self._in_sync:
+            self._pending = None
+            self._retry = False
         self._advance()
 
     def in_sync_change_failed(self) -> None:
-        self._pending = None
+        """The proposal's outcome is unknown (refused, dropped, timed out): it may still
+        commit, so it stays pending (its additions keep counting) and `tick` proposes
+        it again; committing the same set twice changes nothing."""
+        if self._pending is not None:
+            self._retry = True
 
     def tick(self, now_ms: int) -> tuple[str, ...] | None:
         """The in-sync set to propose now, if it should change and nothing is pending."""
         if self._pending is not None:
+            if self._retry:
+                self._retry = False
+                return self._pending
             return None
         wanted = [self.node]
         for member in self.members:

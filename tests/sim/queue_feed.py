@@ -24,12 +24,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from logbroker.metadata import Command, SetQueueInSync
 from replication.queue.replication_leader import (
     Refuse,
-    ReplicationLeader,
     Reset,
     Stream,
     Truncate,
@@ -117,17 +117,23 @@ class NodeFeed:
             host.log(f"{host.id} proposes in sync {list(proposal)} for {name} "
                      f"(epoch {gate.leader.epoch}, was {list(gate.leader.in_sync)})")
             host.propose(SetQueueInSync(VHOST, name, gate.leader.epoch, proposal),
-                         _in_sync_outcome(host.stats, gate.leader))
+                         _in_sync_outcome(host.stats, shell, proposal))
 
 
-def _in_sync_outcome(stats: Counter[str], leader: ReplicationLeader
+def _in_sync_outcome(stats: Counter[str], shell: LeaderReplica, proposal: tuple[str, ...]
                      ) -> Callable[[bool], None]:
-    """ReplicaFeed._propose: a failed in-sync change lets the leader propose again."""
+    """ReplicaFeed._propose: a change not known to be made is proposed again (it stays
+    pending); a committed one reaches the gate at once (a no-op sends no event)."""
+    leader = shell.gate.leader
+    epoch = leader.epoch
+
     def done(ok: bool) -> None:
-        if ok:
-            stats["in_sync_changes"] += 1
-        else:
+        if not ok:
             leader.in_sync_change_failed()
+            return
+        stats["in_sync_changes"] += 1
+        if shell.gate.fenced is None and leader.epoch == epoch and not shell.closed:
+            shell.moved(partial(leader.in_sync_committed, proposal))
     return done
 
 

@@ -35,8 +35,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Protocol
 
-from logbroker.metadata import MetadataState
+from logbroker.metadata import Command, ElectQueueLeader, MetadataState, QueueRecord
 from logbroker.queue.replica_setup import ReplicaSetup, StaleEpochError
+from replication.queue.epoch_history import EpochHistory, EpochHistoryError
 from replication.queue.replication_leader import ReplicationLimits
 from segments.memory_filesystem import MemoryFileSystem
 from tests.sim.queue_follower import FollowerLoop
@@ -56,6 +57,9 @@ class RolesHost(Protocol):
 
     @property
     def now(self) -> int: ...
+
+    def propose(self, command: Command, done: Callable[[bool], None] | None = None
+                ) -> None: ...
 
     @property
     def hooks(self) -> LeaderHooks: ...
@@ -127,6 +131,9 @@ class NodeRoles:
             follower = host.followers.pop(queue, None)
             if follower is not None:
                 high_watermark = follower.stop()
+            if self._led_before(queue, record):
+                self._new_epoch(queue, record)
+                return
             self._open(queue, ReplicaSetup(host.id, record.epoch, record.members,
                                            record.in_sync, high_watermark, limits=host.limits))
             return
@@ -137,6 +144,29 @@ class NodeRoles:
                 and queue not in host.followers):
             host.followers[queue] = FollowerLoop(host.id, queue, host.fs, f"/queues/{queue}",
                                                  host.rng, host.max_sync_delay)
+
+    def _led_before(self, queue: str, record: QueueRecord) -> bool:
+        """ReplicaRoles._led_before: this copy already led the record's epoch."""
+        if not record.replicated:
+            return False
+        try:
+            history = EpochHistory.load(self._host.fs, f"/queues/{queue}")
+        except EpochHistoryError:
+            return True
+        return history.latest_epoch == record.epoch
+
+    def _new_epoch(self, queue: str, record: QueueRecord) -> None:
+        """ReplicaRoles._new_epoch: lead again from a new epoch (a failed proposal waits)."""
+        host = self._host
+        in_sync = (host.id, *(n for n in record.in_sync if n != host.id))
+        host.log(f"{host.id} led {queue} at epoch {record.epoch} before: new epoch")
+        host.stats["new_epochs_on_reopen"] += 1
+
+        def done(ok: bool) -> None:
+            if not ok:
+                self.deferred.add(queue)
+        host.propose(ElectQueueLeader(VHOST, queue, record.epoch, host.id, in_sync,
+                                      out_of_sync=host.id not in record.in_sync), done)
 
     def _open(self, queue: str, setup: ReplicaSetup) -> None:
         host = self._host

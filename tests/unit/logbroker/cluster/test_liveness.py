@@ -271,3 +271,13 @@ def test_a_new_controller_gives_unconnected_nodes_only_the_link_grace() -> None:
     assert tracker.decide(MEMBERS, all_up(), 1199) == []
     assert tracker.decide(MEMBERS, all_up(), 1200) == [SetNodeLiveness("b", False, 1200)]
     assert tracker.is_alive("a", 5000)  # never itself
+
+
+def test_a_new_controller_counts_the_grace_from_its_own_link_loss() -> None:
+    tracker = LivenessTracker("a", session_timeout_ms=3000, link_grace_ms=500)
+    tracker.took_over(MEMBERS, 0)
+    tracker.heard(address("c"), 1000)
+    tracker.link_lost("b", 1000)  # seen as a follower, before this node led
+    tracker.took_over(MEMBERS, 1400, disconnected=["b"])
+    assert tracker.decide(MEMBERS, all_up(), 1499) == []
+    assert tracker.decide(MEMBERS, all_up(), 1500) == [SetNodeLiveness("b", False, 1500)]

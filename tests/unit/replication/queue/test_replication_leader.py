@@ -483,3 +483,16 @@ def test_per_follower_state_does_not_grow_with_an_outage() -> None:
     assert progress is not None
     assert (progress.persisted_end, progress.caught_up_ms, progress.fetched_ms) == (
         leader.written_end, now, now)
+
+
+def test_a_follower_whose_node_is_down_is_dropped_without_waiting_out_the_lag() -> None:
+    leader = make_leader(limits=LIMITS)
+    wrote(leader, 10)
+    fetch(leader, "b", 10, now_ms=100)
+    fetch(leader, "c", 10, now_ms=100)
+    leader.follower_down("c")
+    assert leader.tick(101) is None  # it lacks nothing yet: nothing to wait for
+    wrote(leader, 11)
+    fetch(leader, "b", 11, now_ms=102)
+    assert leader.tick(103) == ("a", "b")
+    leader.follower_down("x")  # not a member: nothing happens
