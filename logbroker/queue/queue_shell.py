@@ -56,6 +56,7 @@ __all__ = ["DeliverySink", "QueueSettings", "QueueShell", "ReplicaSetup"]
 logger = logging.getLogger(__name__)
 
 CURSOR_FSYNC = FsyncPolicy.parse("interval:200")
+REFUSAL_LOG_S = 5.0
 HELD_ACKS_MAX = 1_000_000  # beyond it an isolated leader's acks are dropped: redelivered
 
 
@@ -115,6 +116,8 @@ class QueueShell:
         self.replication: ReplicationGate | None = None
         self._held_delivered_below = 0  # see queue_opening
         self._held_acks: list[int] = []  # acks taken while cut off from the controller
+        self._refused = 0  # publishes refused since the last log line about it
+        self._refusal_logged_ms = 0
 
     @property
     def name(self) -> str:
@@ -150,13 +153,22 @@ class QueueShell:
         if self.replication is not None:
             refusal = self.replication.publish_refusal()
             if refusal is not None:
-                logger.warning("queue %r refuses a publish: %s", self.name, refusal)
+                self._log_refusal(refusal)
                 return Admission.REJECT
         admission = self.core.admit(message.size_bytes, self._admitted, self._admitted_bytes)
         if admission is Admission.ACCEPT:
             self._admitted += 1
             self._admitted_bytes += message.size_bytes
         return admission
+
+    def _log_refusal(self, refusal: str) -> None:
+        """One line per `REFUSAL_LOG_S` at most: a busy publisher must not flood the log."""
+        self._refused += 1
+        now = self.clock()
+        if now - self._refusal_logged_ms >= REFUSAL_LOG_S * 1000:
+            logger.warning("queue %r refused %d publish(es): %s", self.name, self._refused,
+                           refusal)
+            self._refusal_logged_ms, self._refused = now, 0
 
     def append(self, message: Message) -> asyncio.Future[int]:
         """Send an admitted message to the log now; the future gives its offset.
