@@ -33,7 +33,7 @@ from logbroker.metadata import SetQueueInSync
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.queue.replication_gate import ReplicationGate
 from replication.queue.replication_leader import Refuse, Reset, Stream, Truncate
-from segments.record_batch import Compression, Record, encode_batch_parts
+from replication.queue.stream_batches import stream_batches
 
 if TYPE_CHECKING:
     from logbroker.cluster.cluster_node import ClusterNode
@@ -168,25 +168,8 @@ def _verdict_envelope(verdict: Truncate | Reset | Refuse) -> Envelope:
 
 def _stream(shell: QueueShell, gate: ReplicationGate, next_offset: int,
             acked_version: int) -> Envelope:
-    blobs: list[bytes] = []
-    # Only what is durable here: a leader that crashes and reopens the same epoch must
-    # not have handed out records it then writes differently.
-    durable_end = gate.leader.durable_end
-    if next_offset < durable_end:
-        records = 0
-        for batch in shell.log.read_batches(next_offset, FETCH_BYTES_MAX):
-            if records >= gate.sync_batch_size or batch.base_offset >= durable_end:
-                break
-            records += batch.record_count
-            if batch.base_offset >= next_offset:
-                blobs.append(batch.data)
-                continue
-            # A follower cut inside one of this log's batches: send the rest re-encoded.
-            kept = [Record(r.value, r.timestamp_ms, r.key, r.headers)
-                    for r in batch.records() if r.offset >= next_offset]
-            if kept:
-                encoded = encode_batch_parts(next_offset, kept, Compression(batch.flags & 0x3))
-                blobs.append(encoded.head + encoded.payload)
+    blobs = stream_batches(shell.log, next_offset, gate.leader.durable_end, FETCH_BYTES_MAX,
+                           gate.sync_batch_size)
     header: dict[str, Any] = {
         "hw": gate.high_watermark, "start": shell.log.log_start_offset,
         "epochs": gate.history.to_json(), "av": gate.acked_version,

@@ -34,7 +34,7 @@ from replication.queue.replication_leader import (
     Stream,
     Truncate,
 )
-from segments.record_batch import Compression, Record, encode_batch_parts
+from replication.queue.stream_batches import stream_batches
 from tests.sim.queue_leader import VHOST, LeaderReplica
 from tests.sim.queue_messages import ClusterMessage, Fetch, FetchAnswer
 
@@ -175,23 +175,8 @@ def _answer(fetch: Fetch, op: str, header: dict[str, Any],
 def _stream(shell: LeaderReplica, fetch: Fetch, next_offset: int,
             acked_version: int) -> FetchAnswer:
     gate, log = shell.gate, shell.log
-    blobs: list[bytes] = []
-    durable_end = gate.leader.durable_end
-    if next_offset < durable_end:
-        records = 0
-        for batch in log.read_batches(next_offset, FETCH_BYTES_MAX):
-            if records >= gate.sync_batch_size or batch.base_offset >= durable_end:
-                break
-            records += batch.record_count
-            if batch.base_offset >= next_offset:
-                blobs.append(batch.data)
-                continue
-            # A follower cut inside one of this log's batches: send the rest re-encoded.
-            kept = [Record(r.value, r.timestamp_ms, r.key, r.headers)
-                    for r in batch.records() if r.offset >= next_offset]
-            if kept:
-                encoded = encode_batch_parts(next_offset, kept, Compression(batch.flags & 0x3))
-                blobs.append(encoded.head + encoded.payload)
+    blobs = stream_batches(log, next_offset, gate.leader.durable_end, FETCH_BYTES_MAX,
+                           gate.sync_batch_size)
     header: dict[str, Any] = {
         "hw": gate.high_watermark, "start": log.log_start_offset,
         "epochs": gate.history.to_json(), "av": gate.acked_version,
