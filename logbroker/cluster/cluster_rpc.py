@@ -8,6 +8,15 @@ sender's order; the handler's awaitable then answers with a response carrying
 the same request id. A notice is a request without an answer (acks, deliveries,
 flow credit), also handled in arrival order.
 
+Posted notices (`post`) wait for the end of the loop turn and then go to the
+peer in one frame: a consumer acking message by message, or a queue pumping a
+batch of deliveries, costs one frame per turn instead of one per message.
+Consecutive posts with the same batch key also become one envelope (their
+list fields concatenated, see `batches`), so one JSON header carries a whole
+batch. Posting never reorders: before any other frame goes to a peer
+(request, answer, plain notice, Raft message), what was posted to it goes
+first.
+
 A call waits for its response up to a timeout. When the link to a peer goes
 down every call waiting on that peer fails at once with `PeerUnavailable`:
 the transport never redelivers, so waiting longer could only hang. Refused
@@ -25,17 +34,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
 from logbroker.cluster.envelope import (
     NOTICE,
+    NOTICES,
     RAFT,
     REQUEST,
     RESPONSE,
     Envelope,
     EnvelopeDecodeError,
+    concat_envelopes,
     notice_frame,
+    notices_frame,
     raft_frame,
     request_frame,
     split_frame,
@@ -44,6 +56,7 @@ from logbroker.errors import BrokerError
 
 logger = logging.getLogger(__name__)
 INTERNAL_ERROR = 541
+BATCH_BYTES = 1 << 20  # blob bytes per batched envelope and per notices frame, about
 
 RequestHandler = Callable[[str, Envelope], Awaitable[Envelope]]
 NoticeHandler = Callable[[str, Envelope], None]
@@ -55,6 +68,15 @@ class PeerUnavailable(BrokerError):
     def __init__(self, peer: str, detail: str = "not reachable") -> None:
         super().__init__(INTERNAL_ERROR, f"cluster node {peer} is {detail}")
         self.peer = peer
+
+
+@dataclass(slots=True)
+class _Posted:
+    """Consecutive posted notices with one batch key (None: never merged)."""
+
+    key: Hashable | None
+    envelopes: list[Envelope]
+    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,6 +96,9 @@ class ClusterRpc:
         self._running: set[asyncio.Future[Envelope]] = set()
         self._handlers: dict[str, RequestHandler] = {}
         self._notices: dict[str, NoticeHandler] = {}
+        self._list_fields: dict[str, tuple[str, ...]] = {}
+        self._posted: dict[str, list[_Posted]] = {}
+        self._flush_scheduled = False
 
     def handle(self, op: str, handler: RequestHandler) -> None:
         self._handlers[op] = handler
@@ -81,13 +106,68 @@ class ClusterRpc:
     def on_notice(self, op: str, handler: NoticeHandler) -> None:
         self._notices[op] = handler
 
+    def batches(self, op: str, *list_fields: str) -> None:
+        """Posted `op` notices with the same batch key merge: `list_fields` concatenate."""
+        self._list_fields[op] = list_fields
+
     # ------------------------------------------------------------- outgoing
 
     def send_raft(self, peer: str, message_bytes: bytes) -> bool:
+        self._flush_peer(peer)
         return self._send(peer, raft_frame(message_bytes))
 
     def notify(self, peer: str, envelope: Envelope) -> bool:
+        self._flush_peer(peer)
         return self._send(peer, notice_frame(envelope))
+
+    def post(self, peer: str, envelope: Envelope, batch: Hashable | None = None) -> None:
+        """Send a notice at the end of this loop turn, with the others posted to `peer`.
+
+        Posts in a row with the same `batch` key (the op must be registered with
+        `batches`, and the key must tell apart every header field that is not one of
+        its list fields) become one envelope. A notice that cannot be sent then (the link
+        is down or full) is dropped, as `notify` would have dropped it.
+        """
+        posted = self._posted.setdefault(peer, [])
+        size = sum(len(blob) for blob in envelope.blobs)
+        last = posted[-1] if posted else None
+        if (batch is not None and last is not None and last.key == batch
+                and last.envelopes[0].op == envelope.op and last.size + size <= BATCH_BYTES):
+            last.envelopes.append(envelope)
+            last.size += size
+        else:
+            if batch is not None and envelope.op not in self._list_fields:
+                raise ValueError(f"notices {envelope.op!r} are not registered as batches")
+            posted.append(_Posted(batch, [envelope], size))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_posted)
+
+    def _flush_posted(self) -> None:
+        self._flush_scheduled = False
+        for peer in list(self._posted):
+            self._flush_peer(peer)
+
+    def _flush_peer(self, peer: str) -> None:
+        posted = self._posted.pop(peer, None)
+        if not posted:
+            return
+        frame: list[Envelope] = []
+        size = 0
+        for group in posted:
+            envelope = concat_envelopes(group.envelopes, self._list_fields.get(
+                group.envelopes[0].op, ()))
+            if frame and size + group.size > BATCH_BYTES:
+                self._send_notices(peer, frame)
+                frame, size = [], 0
+            frame.append(envelope)
+            size += group.size
+        self._send_notices(peer, frame)
+
+    def _send_notices(self, peer: str, envelopes: list[Envelope]) -> None:
+        frame = notice_frame(envelopes[0]) if len(envelopes) == 1 else notices_frame(envelopes)
+        if not self._send(peer, frame):
+            logger.debug("%d notices to %s dropped: link down or full", len(envelopes), peer)
 
     async def call(self, peer: str, envelope: Envelope, timeout_s: float) -> Envelope:
         """Send a request and wait for its answer; raises BrokerError for a refusal."""
@@ -97,6 +177,7 @@ class ClusterRpc:
         """Send a request now (so it keeps its place among this node's frames to `peer`);
         the future is the raw answer - pass it to `answer_of`."""
         future: asyncio.Future[Envelope] = asyncio.get_running_loop().create_future()
+        self._flush_peer(peer)
         if len(self._pending) >= self._limits.max_pending_calls:
             future.set_exception(BrokerError(INTERNAL_ERROR, "too many cluster requests"))
             return future
@@ -121,6 +202,7 @@ class ClusterRpc:
         return answer
 
     def peer_down(self, peer: str) -> None:
+        self._posted.pop(peer, None)  # the link is gone: they could not arrive
         for request_id, (target, future) in list(self._pending.items()):
             if target == peer and not future.done():
                 future.set_exception(PeerUnavailable(peer, "down"))
@@ -138,6 +220,10 @@ class ClusterRpc:
             assert isinstance(body, bytes)
             self._on_raft(peer, body)
             return
+        if kind == NOTICES:
+            assert isinstance(body, tuple)
+            asyncio.get_running_loop().call_soon(self._notice_batch, peer, body)
+            return
         assert isinstance(body, Envelope)
         if kind == RESPONSE:
             entry = self._pending.pop(request_id, None)
@@ -150,6 +236,10 @@ class ClusterRpc:
             asyncio.get_running_loop().call_soon(self._notice, peer, body)
         elif kind == REQUEST:
             self._request(peer, request_id, body)
+
+    def _notice_batch(self, peer: str, envelopes: tuple[Envelope, ...]) -> None:
+        for envelope in envelopes:
+            self._notice(peer, envelope)
 
     def _notice(self, peer: str, envelope: Envelope) -> None:
         handler = self._notices.get(envelope.op)
@@ -192,10 +282,12 @@ class ClusterRpc:
             self._answer(peer, request_id, _error(INTERNAL_ERROR, f"internal error: {error}"))
 
     def _answer(self, peer: str, request_id: int, envelope: Envelope) -> None:
+        self._flush_peer(peer)
         if not self._send(peer, request_frame(RESPONSE, request_id, envelope)):
             logger.debug("answer to %s dropped: link down or full", peer)
 
     async def close(self) -> None:
+        self._posted.clear()
         for _, future in list(self._pending.values()):
             if not future.done():
                 future.set_exception(BrokerError(INTERNAL_ERROR, "node shutting down"))

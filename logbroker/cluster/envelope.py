@@ -2,17 +2,24 @@
 
 A cluster frame starts with one kind byte: a Raft message (`replication.raft
 .wire`), a request or a response (an 8-byte request id, then an envelope), or
-a one-way notice (an envelope). An envelope is an operation name, a small JSON
-header and a list of binary blobs - message bodies and Raft entries go as
-blobs, never through JSON, so forwarding a message costs one copy.
+a one-way notice (an envelope), or several notices in one frame (a count,
+then each envelope with its length). An envelope is an operation name, a
+small JSON header and a list of binary blobs - message bodies and Raft entries
+go as blobs, never through JSON, so forwarding a message costs one copy.
 
     envelope = op_len u8 | op | header_len u32 | header JSON | count u32 | (len u32 | blob)*
+    notices  = count u32 | (len u32 | envelope)*
+
+`concat_envelopes` merges notices of one op that differ only in some list
+fields (deliveries, settled offsets) into one envelope: one JSON header for a
+batch instead of one per message.
 """
 
 from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +27,7 @@ RAFT = 1
 REQUEST = 2
 RESPONSE = 3
 NOTICE = 4
+NOTICES = 5
 
 _U8 = struct.Struct(">B")
 _U32 = struct.Struct(">I")
@@ -84,12 +92,35 @@ def notice_frame(envelope: Envelope) -> bytes:
     return _U8.pack(NOTICE) + encode_envelope(envelope)
 
 
+def notices_frame(envelopes: Sequence[Envelope]) -> bytes:
+    parts = [_U8.pack(NOTICES), _U32.pack(len(envelopes))]
+    for envelope in envelopes:
+        encoded = encode_envelope(envelope)
+        parts.append(_U32.pack(len(encoded)))
+        parts.append(encoded)
+    return b"".join(parts)
+
+
+def concat_envelopes(envelopes: Sequence[Envelope], list_fields: Sequence[str]) -> Envelope:
+    """One envelope for several of the same op: the first one's header with each of
+    `list_fields` concatenated over all of them, and every blob in order."""
+    first = envelopes[0]
+    if len(envelopes) == 1:
+        return first
+    header = dict(first.header)
+    for name in list_fields:
+        header[name] = [item for envelope in envelopes for item in envelope.header[name]]
+    return Envelope(first.op, header, tuple(blob for envelope in envelopes
+                                            for blob in envelope.blobs))
+
+
 def raft_frame(message_bytes: bytes) -> bytes:
     return _U8.pack(RAFT) + message_bytes
 
 
-def split_frame(payload: bytes) -> tuple[int, int, Envelope | bytes]:
-    """(kind, request id or 0, envelope - or the Raft message bytes for RAFT)."""
+def split_frame(payload: bytes) -> tuple[int, int, Envelope | bytes | tuple[Envelope, ...]]:
+    """(kind, request id or 0, envelope - or the Raft message bytes for RAFT, or the
+    envelopes of a NOTICES frame)."""
     if not payload:
         raise EnvelopeDecodeError("empty cluster frame")
     kind = payload[0]
@@ -97,9 +128,30 @@ def split_frame(payload: bytes) -> tuple[int, int, Envelope | bytes]:
         return kind, 0, payload[1:]
     if kind == NOTICE:
         return kind, 0, decode_envelope(payload, 1)
+    if kind == NOTICES:
+        return kind, 0, _split_notices(memoryview(payload))
     if kind in (REQUEST, RESPONSE):
         if len(payload) < 9:
             raise EnvelopeDecodeError("truncated request frame")
         (request_id,) = _REQUEST_ID.unpack_from(payload, 1)
         return kind, request_id, decode_envelope(payload, 9)
     raise EnvelopeDecodeError(f"unknown cluster frame kind {kind}")
+
+
+def _split_notices(view: memoryview) -> tuple[Envelope, ...]:
+    try:
+        (count,) = _U32.unpack_from(view, 1)
+        position = 5
+        envelopes = []
+        for _ in range(count):
+            (length,) = _U32.unpack_from(view, position)
+            position += 4
+            if position + length > len(view):
+                raise EnvelopeDecodeError("a notice runs past the end of the frame")
+            envelopes.append(decode_envelope(view[position:position + length]))
+            position += length
+    except struct.error as error:
+        raise EnvelopeDecodeError(f"malformed notices frame: {error}") from error
+    if position != len(view):
+        raise EnvelopeDecodeError("trailing bytes after the last notice")
+    return tuple(envelopes)

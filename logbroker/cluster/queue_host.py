@@ -9,20 +9,26 @@ the client's operations to the queue's leader node (B, this module):
 - `q.consume` registers a consumer on the local shell whose sink is a
   `ForwardedSink`: one per (node A, A's channel), so per-channel prefetch and
   channel-wide credit keep working; `q.get`, `q.counts`, `q.purge`;
-- notices `q.settle` (ack / reject by offset), `q.cancel`, `q.channel_closed`
+- notices `q.settle` (ack / reject by offset), `q.return` (deliveries A
+  buffered that never reached its client; `gone`: A has no such consumer, so
+  it is removed here first), `q.cancel`, `q.channel_closed`
   and `q.credit` (A handed deliveries to its client and returns the credit).
 
-Flow control: a forwarded sink starts with no credit and delivers only what A
-granted (A grants `WINDOW` when the consumer is registered and returns credit
-as its client takes deliveries), so a deep queue never floods the link.
+Flow control: a forwarded consumer may hold its prefetch plus the lookahead A
+asked for (`ahead`; A buffers the excess and keeps the client to its
+prefetch, see forwarded_consumers.py). A forwarded sink starts with no credit
+and delivers only what A granted (A grants `WINDOW` when the consumer is
+registered and returns credit as its client takes deliveries), so a deep
+queue never floods the link. Deliveries are posted (`ClusterRpc.post`): one
+`q.deliver` notice per channel, queue and loop turn carries a pump's batch.
 
 Every request names the metadata index A had applied (`a`); B first waits
 until it applied as much, so a queue A just declared is open here before A's
 first publish or consume reaches it.
 
 When the link to A goes down, every channel A forwarded is closed here: its
-unacked messages are ready again and will be redelivered flagged redelivered,
-as when an AMQP connection drops.
+unacked messages (buffered on A or not: B cannot tell) are ready again and
+will be redelivered flagged redelivered, as when an AMQP connection drops.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from logbroker.cluster.forwarded_message import decode_message, encode_message
 from logbroker.errors import NOT_FOUND, BrokerError
 from logbroker.message import Message
 from logbroker.queue.consumers import Consumer
+from logbroker.queue.message_meta import NO_EXPIRY
 from logbroker.queue.queue_shell import QueueShell
 
 if TYPE_CHECKING:
@@ -64,9 +71,10 @@ class ForwardedSink:
     def deliver(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
                 message: Message) -> None:
         self.sent += 1
-        self.host.node.rpc.notify(self.node, Envelope("q.deliver", {
-            "q": queue, "tag": consumer_tag, "ck": self.remote_key, "o": offset,
-            "r": redelivered}, (encode_message(message),)))
+        self.host.node.rpc.post(self.node, Envelope("q.deliver", {
+            "q": queue, "ck": self.remote_key, "tag": [consumer_tag], "o": [offset],
+            "r": [redelivered], "x": [self.host.ttl_left(self, queue, offset)]},
+            (encode_message(message),)), ("q.deliver", self.remote_key, queue))
 
     def consumer_cancelled(self, queue: str, consumer_tag: str) -> None:
         self.host.node.rpc.notify(self.node, Envelope("q.cancelled", {
@@ -87,9 +95,11 @@ class QueueHost:
         rpc.handle("q.counts", self._counts)
         rpc.handle("q.purge", self._purge)
         rpc.on_notice("q.settle", self._settle)
+        rpc.on_notice("q.return", self._return)
         rpc.on_notice("q.cancel", self._cancel)
         rpc.on_notice("q.channel_closed", self._channel_closed)
         rpc.on_notice("q.credit", self._credit)
+        rpc.batches("q.deliver", "tag", "o", "r", "x")
 
     async def _caught_up(self, header: dict[str, object]) -> None:
         index = int(str(header.get("a", 0)))
@@ -130,6 +140,7 @@ class QueueHost:
         sink = self._sink(peer, str(header["ck"]))
         consumer = Consumer(str(header["tag"]), sink.channel_key,
                             prefetch_count=int(header["prefetch"]),
+                            lookahead=int(header.get("ahead", 0)),
                             priority=int(header["priority"]), no_ack=bool(header["no_ack"]),
                             exclusive=bool(header["exclusive"]))
         consuming.add_consumer(shell, consumer, sink, vhost)
@@ -174,12 +185,41 @@ class QueueHost:
         else:
             shell.reject(offsets, bool(header["requeue"]))
 
+    def _return(self, peer: str, envelope: Envelope) -> None:
+        header = envelope.header
+        sink = self._sinks.get((peer, str(header["ck"])))
+        if sink is None:
+            return  # the channel closed here already: it requeued them
+        offsets, tag = [int(offset) for offset in header["o"]], str(header["tag"])
+        broker = self.node.broker
+        for vhost, name in sink.queues:
+            shell = broker.queue(vhost, name) if name == header["q"] else None
+            if shell is None:
+                continue
+            if header.get("gone"):  # A has no such consumer: stop delivering to it
+                self._remove_consumer(peer, str(header["ck"]), shell, tag)
+            # The shell has no call for this: nothing to carry out, so the core's.
+            shell.core.return_undelivered(offsets, sink.channel_key, tag)
+            shell.schedule_pump()
+
     def _cancel(self, peer: str, envelope: Envelope) -> None:
         header = envelope.header
         shell = self.node.broker.queue(str(header["v"]), str(header["q"]))
-        if shell is not None:
+        if shell is None:
+            return
+        if "ck" in header:
+            self._remove_consumer(peer, str(header["ck"]), shell, str(header["tag"]))
+        else:  # from a node that does not say the channel
             shell.remove_consumer(str(header["tag"]))
             consuming.delete_if_auto_delete_and_unused(self.node.broker, shell)
+
+    def _remove_consumer(self, peer: str, remote_key: str, shell: QueueShell, tag: str
+                         ) -> None:
+        consumer = shell.core.roster.get(tag)
+        if consumer is None or consumer.channel_key != f"{peer}|{remote_key}":
+            return  # not that channel's consumer (any more): the tag may be reused
+        shell.remove_consumer(tag)
+        consuming.delete_if_auto_delete_and_unused(self.node.broker, shell)
 
     def _channel_closed(self, peer: str, envelope: Envelope) -> None:
         sink = self._sinks.pop((peer, str(envelope.header["ck"])), None)
@@ -198,6 +238,21 @@ class QueueHost:
                 shell.schedule_pump()
 
     # ------------------------------------------------------------- helpers
+
+    def ttl_left(self, sink: ForwardedSink, queue: str, offset: int) -> int | None:
+        """Milliseconds until the delivery at `offset` would expire here (None: never).
+
+        A duration, not a time, so A can tell when a message it buffered expired
+        without comparing clocks with this node.
+        """
+        for vhost, name in sink.queues:
+            if name == queue:
+                shell = self.node.broker.queue(vhost, name)
+                if shell is None:
+                    return None
+                expires = shell.core.meta(offset).expires_at_ms
+                return None if expires == NO_EXPIRY else max(0, expires - shell.clock())
+        return None
 
     def _sink(self, peer: str, remote_key: str) -> ForwardedSink:
         sink = self._sinks.get((peer, remote_key))

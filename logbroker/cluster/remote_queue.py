@@ -9,11 +9,23 @@ consumer's sink (the AMQP channel or WebSocket here) with B's offsets. So the
 channel's delivery tags, prefetch and acks work unchanged; per publisher and
 per consumer order holds because each node pair has one ordered link.
 
-Credit: B delivers only what A granted (`WINDOW` when a channel starts
-consuming from B, then one per delivery taken). A returns credit once per
-loop iteration, and not while its client's channel has no credit left (a
-congested socket, a full global prefetch); the channel's `resume` (which
-calls `schedule_pump`) returns it later.
+Flow: B may deliver a consumer its prefetch plus a lookahead; A buffers what
+the client may not hold yet and hands it over as acks make room
+(`forwarded_consumers.py`), so the client's prefetch never waits for a round
+trip to B. B also delivers only what A granted per channel (`WINDOW` when a
+channel starts consuming from B, then one per delivery: as it arrives for a
+consumer with a prefetch, whose buffer B's prefetch + lookahead bounds; as it
+reaches the client or goes back for the others, whose buffer the window
+bounds). A returns credit once per loop iteration, and not while its
+client's channel has no credit left (a congested socket, a full global
+prefetch); the channel's `resume` (which calls `schedule_pump`) hands out
+and returns it later. Acks, rejects and returns are posted (`ClusterRpc.post`):
+one notice per queue and loop turn carries all of them.
+
+Deliveries the client never got go back to B as undelivered (`q.return`, not
+flagged redelivered) when their consumer is cancelled or its channel closes;
+deliveries for a consumer this node no longer has go back the same way, and
+B drops that consumer (`gone`), which would otherwise get them again.
 
 A queue whose leader node is down (the controller says so, or there is no
 link to it) answers 404 naming the queue and the node, RabbitMQ's answer for a
@@ -30,6 +42,12 @@ from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.forwarded_consumers import (
+    Buffered,
+    ForwardedConsumer,
+    ForwardedConsumers,
+    lookahead_for,
+)
 from logbroker.cluster.forwarded_message import decode_message, encode_message
 from logbroker.cluster.queue_host import WINDOW
 from logbroker.errors import NOT_FOUND, BrokerError
@@ -66,28 +84,43 @@ class RemoteQueue:
         return {"v": self.vhost, "q": self._name, **fields}
 
     def ack(self, offsets: Sequence[int]) -> None:
-        self._registry.notify(self._node, "q.settle", self._header(o=list(offsets), ack=True))
+        self._registry.settle(self._node, self._header(o=list(offsets), ack=True))
 
     def reject(self, offsets: Sequence[int], requeue: bool) -> None:
-        self._registry.notify(self._node, "q.settle",
+        self._registry.settle(self._node,
                               self._header(o=list(offsets), ack=False, requeue=requeue))
 
     def schedule_pump(self) -> None:
-        self._registry.return_credit()
+        self._registry.schedule_turn()
 
     async def consume(self, consumer: Consumer, sink: DeliverySink) -> None:
         registry = self._registry
         registry.sinks[sink.channel_key] = sink
-        await registry.call(self._node, "q.consume", self._header(
-            tag=consumer.tag, ck=sink.channel_key, prefetch=consumer.prefetch_count,
-            priority=consumer.priority, no_ack=consumer.no_ack, exclusive=consumer.exclusive))
-        registry.consumers.setdefault(self._node, set()).add(
-            (sink.channel_key, self.vhost, self._name, consumer.tag))
+        forwarded = ForwardedConsumer(self._node, self.vhost, self._name, consumer.tag, sink,
+                                      consumer.prefetch_count, consumer.no_ack)
+        registry.consumers.add(forwarded)  # B may deliver before it answers
+        try:
+            await registry.call(self._node, "q.consume", self._header(
+                tag=consumer.tag, ck=sink.channel_key, prefetch=consumer.prefetch_count,
+                ahead=lookahead_for(consumer.prefetch_count, consumer.no_ack),
+                priority=consumer.priority, no_ack=consumer.no_ack,
+                exclusive=consumer.exclusive))
+        except BaseException:
+            registry.give_back(forwarded)
+            raise
+        # The caller registers the tag with its channel before this loop turn ends.
+        forwarded.ready = True
         registry.grant_window(self._node, sink.channel_key)
+        registry.consumers.waiting.add(forwarded)
+        registry.schedule_turn()
 
     def cancel(self, consumer_tag: str) -> None:
-        self._registry.forget_consumer(self._node, self._name, consumer_tag)
-        self._registry.notify(self._node, "q.cancel", self._header(tag=consumer_tag))
+        registry = self._registry
+        forwarded = registry.consumers.find(self._node, self.vhost, self._name, consumer_tag)
+        if forwarded is not None:
+            registry.give_back(forwarded)  # before the cancel: B keeps the order
+        registry.notify(self._node, "q.cancel", self._header(
+            tag=consumer_tag, **({"ck": forwarded.channel_key} if forwarded else {})))
 
     def channel_closed(self, channel_key: str) -> None:
         self._registry.forget_channel(self._node, channel_key)
@@ -117,13 +150,15 @@ class RemoteQueueRegistry:
         self._node = node
         self._queues: dict[tuple[str, str], RemoteQueue] = {}
         self.sinks: dict[str, DeliverySink] = {}
-        # node -> (channel key, vhost, queue, consumer tag) of consumers on its queues
-        self.consumers: dict[str, set[tuple[str, str, str, str]]] = {}
+        self.consumers = ForwardedConsumers()
         self._granted: set[tuple[str, str]] = set()
-        self._owed: dict[tuple[str, str], int] = {}
-        self._return_scheduled = False
-        node.rpc.on_notice("q.deliver", self._deliver)
-        node.rpc.on_notice("q.cancelled", self._cancelled)
+        self._owed: dict[tuple[str, str], int] = {}  # (node, channel key) -> credit
+        self._turn_scheduled = False
+        rpc = node.rpc
+        rpc.on_notice("q.deliver", self._deliver)
+        rpc.on_notice("q.cancelled", self._cancelled)
+        rpc.batches("q.settle", "o")
+        rpc.batches("q.return", "o")
 
     # ---------------------------------------------------------- RemoteQueues
 
@@ -205,60 +240,138 @@ class RemoteQueueRegistry:
             self._granted.add((node, channel_key))
             self.notify(node, "q.credit", {"ck": channel_key, "n": WINDOW})
 
-    def forget_consumer(self, node: str, queue: str, tag: str) -> None:
-        held = self.consumers.get(node, set())
-        for entry in [e for e in held if e[2] == queue and e[3] == tag]:
-            held.discard(entry)
+    def settle(self, node: str, header: dict[str, object]) -> None:
+        """The client acked or rejected: posted, so one notice per queue and loop turn
+        carries them; buffered deliveries may go to the client now."""
+        vhost, queue, offsets = str(header["v"]), str(header["q"]), header["o"]
+        assert isinstance(offsets, list)
+        for consumer in self.consumers.settled(node, vhost, queue, offsets):
+            # At once, not next turn: the client's next deliveries leave with this
+            # loop iteration's output, which is what keeps its prefetch window full.
+            self._hand_out(consumer)
+        self._node.rpc.post(node, Envelope("q.settle", header),
+                            ("q.settle", vhost, queue, header["ack"], header.get("requeue")))
+
+    def give_back(self, consumer: ForwardedConsumer) -> None:
+        """Forget `consumer`; what it buffered goes back to its queue's leader."""
+        taken = self.consumers.take_buffered(consumer)
+        if taken:
+            self._return(consumer.node, consumer.channel_key, consumer.queue, consumer.tag,
+                         taken)
+            if not consumer.bounded:
+                self._owe(consumer.node, consumer.channel_key, len(taken))
+
+    def _return(self, node: str, channel_key: str, queue: str, tag: str,
+                taken: list[Buffered], gone: bool = False) -> None:
+        # Never reached a client: the leader makes them ready without the redelivered flag
+        # (if they are still that delivery: the tag and channel say so). `gone`: this
+        # node has no such consumer, so the leader drops it first, or it would send
+        # them here again and again.
+        offsets = [item.offset for item in taken]
+        self._node.rpc.post(node, Envelope("q.return", {
+            "ck": channel_key, "q": queue, "tag": tag, "gone": gone, "o": offsets}),
+            ("q.return", channel_key, queue, tag, gone))
 
     def forget_channel(self, node: str, channel_key: str) -> None:
         self.sinks.pop(channel_key, None)
+        for consumer in self.consumers.matching(node=node, channel_key=channel_key):
+            self.give_back(consumer)
+        self.consumers.channel_gone(node, channel_key)
         self._granted.discard((node, channel_key))
         self._owed.pop((node, channel_key), None)
-        held = self.consumers.get(node, set())
-        for entry in [e for e in held if e[0] == channel_key]:
-            held.discard(entry)
 
     def _deliver(self, peer: str, envelope: Envelope) -> None:
         header = envelope.header
-        channel_key, queue, offset = str(header["ck"]), str(header["q"]), int(header["o"])
-        sink = self.sinks.get(channel_key)
-        if sink is None:  # the channel is gone here: close it there too (requeues)
+        channel_key, queue = str(header["ck"]), str(header["q"])
+        if channel_key not in self.sinks:  # the channel is gone here: close it there too
             self.notify(peer, "q.channel_closed", {"ck": channel_key})
             return
-        tag = header.get("tag")
-        sink.deliver(queue, None if tag is None else str(tag), offset, bool(header["r"]),
-                     decode_message(envelope.blobs[0]))
-        self._owed[(peer, channel_key)] = self._owed.get((peer, channel_key), 0) + 1
-        self.return_credit()
+        stray: dict[str, list[Buffered]] = {}  # by consumer tag
+        bounded = 0  # deliveries whose credit goes back on arrival (`ForwardedConsumer.bounded`)
+        touched: dict[int, ForwardedConsumer] = {}
+        consumer: ForwardedConsumer | None = None
+        now = asyncio.get_running_loop().time()
+        offsets = header["o"]
+        for tag, offset, redelivered, ttl_left, blob in zip(
+                header["tag"], offsets, header["r"], header.get("x") or [None] * len(offsets),
+                envelope.blobs, strict=True):
+            item = Buffered(int(offset), bool(redelivered), blob,
+                            None if ttl_left is None else now + int(ttl_left) / 1000)
+            if consumer is None or consumer.tag != tag:
+                consumer = self.consumers.get(channel_key, str(tag))
+                if consumer is not None and (consumer.node, consumer.queue) != (peer, queue):
+                    consumer = None
+            if consumer is None:
+                stray.setdefault(str(tag), []).append(item)  # cancelled here meanwhile
+                continue
+            consumer.buffer.append(item)
+            if consumer.bounded:
+                bounded += 1
+            touched[id(consumer)] = consumer
+        if bounded:
+            self._owe(peer, channel_key, bounded)
+        for consumer in touched.values():
+            self._hand_out(consumer)
+        for tag, items in stray.items():
+            self._return(peer, channel_key, queue, tag, items, gone=True)
+            self._owe(peer, channel_key, len(items))
 
-    def return_credit(self) -> None:
-        if not self._return_scheduled and self._owed:
-            self._return_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_credit)
+    def _hand_out(self, consumer: ForwardedConsumer) -> None:
+        count, expired = self.consumers.hand_out(consumer, asyncio.get_running_loop().time())
+        if expired:  # back to the head of the queue, where the leader expires them
+            self._return(consumer.node, consumer.channel_key, consumer.queue, consumer.tag,
+                         expired)
+            count += len(expired)
+        if count and not consumer.bounded:
+            self._owe(consumer.node, consumer.channel_key, count)
 
-    def _flush_credit(self) -> None:
-        self._return_scheduled = False
-        for (node, channel_key), owed in list(self._owed.items()):
-            sink = self.sinks.get(channel_key)
-            room = sink.credit() if sink is not None else None
-            if sink is not None and room is not None and room <= 0:
-                continue  # the client is not taking more: resume() returns it later
-            del self._owed[(node, channel_key)]
-            self.notify(node, "q.credit", {"ck": channel_key, "n": owed})
+    def _owe(self, node: str, channel_key: str, count: int) -> None:
+        key = (node, channel_key)
+        self._owed[key] = self._owed.get(key, 0) + count
+        self.schedule_turn()
+
+    def schedule_turn(self) -> None:
+        """Hand out what waits for room and return credit, once per loop iteration."""
+        if not self._turn_scheduled:
+            self._turn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._turn)
+
+    def _turn(self) -> None:
+        try:
+            for consumer in list(self.consumers.waiting):
+                self._hand_out(consumer)
+            for (node, channel_key), owed in list(self._owed.items()):
+                sink = self.sinks.get(channel_key)
+                room = sink.credit() if sink is not None else None
+                if sink is not None and room is not None and room <= 0:
+                    continue  # the client is not taking more: resume() returns it later
+                del self._owed[(node, channel_key)]
+                self._node.rpc.post(node, Envelope("q.credit", {"ck": channel_key, "n": owed}))
+        finally:
+            self._turn_scheduled = False
 
     def _cancelled(self, peer: str, envelope: Envelope) -> None:
         header = envelope.header
-        sink = self.sinks.get(str(header["ck"]))
-        self.forget_consumer(peer, str(header["q"]), str(header["tag"]))
+        channel_key, queue, tag = str(header["ck"]), str(header["q"]), str(header["tag"])
+        consumer = self.consumers.get(channel_key, tag)
+        if consumer is not None and consumer.node == peer:
+            self.give_back(consumer)
+        sink = self.sinks.get(channel_key)
         if sink is not None:
-            sink.consumer_cancelled(str(header["q"]), str(header["tag"]))
+            sink.consumer_cancelled(queue, tag)
 
     def peer_down(self, peer: str) -> None:
-        """Consumers on `peer`'s queues are gone: tell their clients (basic.cancel)."""
-        for channel_key, _vhost, queue, tag in sorted(self.consumers.pop(peer, set())):
-            sink = self.sinks.get(channel_key)
+        """Consumers on `peer`'s queues are gone: tell their clients (basic.cancel).
+
+        What they buffered is dropped: `peer` requeues everything it had sent them.
+        """
+        gone = self.consumers.matching(node=peer)
+        for consumer in sorted(gone, key=lambda c: (c.channel_key, c.vhost, c.queue, c.tag)):
+            self.consumers.take_buffered(consumer)
+            sink = self.sinks.get(consumer.channel_key)
             if sink is not None:
-                sink.consumer_cancelled(queue, tag)
+                sink.consumer_cancelled(consumer.queue, consumer.tag)
+        self.consumers.node_gone(peer)
         for key in [key for key in self._granted if key[0] == peer]:
             self._granted.discard(key)
             self._owed.pop(key, None)

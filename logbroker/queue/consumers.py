@@ -6,8 +6,11 @@ message while its unacked count is below its prefetch (0: no limit) and its
 channel has credit left (the channel-wide `global` prefetch, supplied by the
 caller because it spans queues, and also reflects the channel's socket
 back-pressure). `no_ack` consumers are not limited by prefetch, but they do
-consume channel credit. With single active consumer only the earliest registered consumer
-still present receives anything; the next takes over when it leaves.
+consume channel credit. A consumer registered from another node's channel may
+hold `lookahead` deliveries beyond its prefetch: that node buffers them and
+hands its client no more than the prefetch (logbroker/cluster). With single
+active consumer only the earliest registered consumer still present receives
+anything; the next takes over when it leaves.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ class Consumer:
     no_ack: bool = False
     exclusive: bool = False
     unacked: int = 0
+    lookahead: int = 0  # more than the prefetch, held by a forwarding node (see above)
 
     def has_capacity(self, channel_credit: Mapping[str, int]) -> bool:
-        if not self.no_ack and self.prefetch_count and self.unacked >= self.prefetch_count:
+        if (not self.no_ack and self.prefetch_count
+                and self.unacked >= self.prefetch_count + self.lookahead):
             return False
         # Channel credit also carries the socket's back-pressure, which binds
         # no-ack consumers too: only their prefetch (above) does not apply.

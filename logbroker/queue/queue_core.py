@@ -17,7 +17,8 @@ RabbitMQ semantics kept here:
 - delivery order is the log order (FIFO), or priority then log order with
   `x-max-priority`; a requeued message goes back to its original place;
 - `redelivered` is set on anything that was (or, after a restart, may have
-  been) delivered before;
+  been) delivered before; a delivery handed back as never having reached a
+  client (`return_undelivered`: a forwarding node buffered it) does not count;
 - message TTL is checked at the head of the queue, as RabbitMQ does; an
   expired message is dead-lettered (`expired`) or dropped;
 - `x-max-length` / `x-max-length-bytes` count ready messages; `drop-head`
@@ -86,6 +87,7 @@ class ConsumerRefused(Exception):
 class _Unacked:
     channel_key: str
     consumer_tag: str | None
+    redelivered: bool  # the flag this delivery carried
 
 
 class QueueCore:
@@ -297,7 +299,7 @@ class QueueCore:
             self._delivered_before.discard(offset)
             settled.append(offset)
         else:
-            self._unacked[offset] = _Unacked(channel_key, tag)
+            self._unacked[offset] = _Unacked(channel_key, tag, redelivered)
             self._delivered_before.add(offset)
         return Deliver(offset, tag, channel_key, redelivered, no_ack)
 
@@ -344,6 +346,27 @@ class QueueCore:
             else:
                 self._discard(offset, DeadLetterReason.REJECTED, effects, settled)
         return _with_settles(effects, settled)
+
+    def return_undelivered(self, offsets: Iterable[int], channel_key: str,
+                           consumer_tag: str) -> None:
+        """Deliveries to `consumer_tag` on `channel_key` that never reached a client.
+
+        A forwarding node buffered them and gives them back (its consumer went, or
+        one expired while it waited there). Each goes back to its place, flagged
+        redelivered next time only if this delivery was: a message nobody saw was
+        not delivered. Offsets not unacked by that consumer and channel are left
+        alone. Nothing is settled, so no effects (and, as with a requeue, no length
+        limit applies).
+        """
+        for offset in sorted(offsets):
+            owner = self._unacked.get(offset)
+            if owner is None or (owner.channel_key, owner.consumer_tag) != (channel_key,
+                                                                            consumer_tag):
+                continue
+            self._release(offset)
+            if not owner.redelivered:
+                self._delivered_before.discard(offset)
+            self._return(offset)
 
     def requeue_channel(self, channel_key: str) -> list[Effect]:
         """The channel closed (or basic.recover): its unacked messages become ready."""

@@ -10,14 +10,17 @@ from hypothesis import strategies as st
 
 from logbroker.cluster.envelope import (
     NOTICE,
+    NOTICES,
     RAFT,
     REQUEST,
     RESPONSE,
     Envelope,
     EnvelopeDecodeError,
+    concat_envelopes,
     decode_envelope,
     encode_envelope,
     notice_frame,
+    notices_frame,
     raft_frame,
     request_frame,
     split_frame,
@@ -112,6 +115,7 @@ def test_split_raft_frame_returns_the_message_bytes_untouched(message: bytes) ->
 
 def test_frame_kinds_are_distinct() -> None:
     assert len({RAFT, REQUEST, RESPONSE, NOTICE}) == 4
+    assert len({RAFT, REQUEST, RESPONSE, NOTICE, NOTICES}) == 5
 
 
 # --------------------------------------------------------------- bad input
@@ -198,3 +202,41 @@ def test_json_header_values_survive() -> None:
     header = {"unicode": "ß✓", "int": 2**62, "float": 0.5, "list": [[], {}], "none": None}
     decoded = decode_envelope(encode_envelope(Envelope("o", header)))
     assert decoded.header == json.loads(json.dumps(header))
+
+
+# ------------------------------------------------------------ notice batches
+
+
+def test_notices_frame_round_trip() -> None:
+    envelopes = [Envelope("q.deliver", {"o": [1, 2]}, (b"a", b"")), Envelope("q.credit"),
+                 SAMPLES[2]]
+    frame = notices_frame(envelopes)
+    assert frame[0] == NOTICES
+    assert split_frame(frame) == (NOTICES, 0, tuple(envelopes))
+    assert split_frame(notices_frame([])) == (NOTICES, 0, ())
+
+
+def test_every_truncation_of_a_notices_frame_is_a_decode_error() -> None:
+    frame = notices_frame([Envelope("a", {"k": 1}, (b"xy",)), Envelope("b")])
+    for length in range(len(frame)):
+        with pytest.raises(EnvelopeDecodeError):
+            split_frame(frame[:length])
+    with pytest.raises(EnvelopeDecodeError):
+        split_frame(frame + b"\x00")  # trailing bytes
+
+
+def test_a_notices_frame_with_a_malformed_envelope_is_a_decode_error() -> None:
+    bad = _envelope_bytes(b"op", b"[1]", [])
+    frame = bytes([NOTICES]) + struct.pack(">I", 1) + struct.pack(">I", len(bad)) + bad
+    with pytest.raises(EnvelopeDecodeError):
+        split_frame(frame)
+
+
+def test_concat_envelopes_joins_list_fields_and_blobs_in_order() -> None:
+    parts = [Envelope("q.deliver", {"ck": "c", "o": [i], "tag": [f"t{i}"]}, (bytes([i]),))
+             for i in range(3)]
+    joined = concat_envelopes(parts, ("o", "tag"))
+    assert joined == Envelope("q.deliver", {"ck": "c", "o": [0, 1, 2], "tag": ["t0", "t1", "t2"]},
+                              (b"\x00", b"\x01", b"\x02"))
+    assert parts[0].header["o"] == [0]  # the parts are left as they were
+    assert concat_envelopes(parts[:1], ("o",)) is parts[0]

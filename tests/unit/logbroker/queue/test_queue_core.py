@@ -289,3 +289,78 @@ def test_no_ack_consumers_respect_channel_back_pressure() -> None:
     assert core.pump(0, {"ch1": 0}) == []  # the channel's socket is congested
     assert len(delivered(core.pump(0, {"ch1": 4}))) == 4
     assert len(delivered(core.pump(0))) == 6
+
+
+def test_a_consumer_may_hold_its_lookahead_beyond_its_prefetch() -> None:
+    core = QueueCore(QueueLimits())
+    fill(core, 10)
+    core.add_consumer(Consumer("c1", "ch1", prefetch_count=2, lookahead=3), now_ms=0)
+    assert len(delivered(core.pump(0))) == 5
+    core.ack([0])
+    assert delivered(core.pump(0)) == [(5, "c1", False)]
+    core = QueueCore(QueueLimits())
+    fill(core, 10)
+    core.add_consumer(Consumer("c1", "ch1", lookahead=3), now_ms=0)  # no prefetch: no limit
+    assert len(delivered(core.pump(0))) == 10
+
+
+def test_returned_undelivered_messages_keep_their_place_and_their_flag() -> None:
+    core = QueueCore(QueueLimits())
+    fill(core, 5)
+    core.add_consumer(Consumer("c1", "ch1", prefetch_count=2, lookahead=2), now_ms=0)
+    core.pump(0)  # 0..3 to ch1
+    assert core.reject([1], requeue=True) == []
+    core.ack([3])
+    assert delivered(core.pump(0)) == [(1, "c1", True), (4, "c1", False)]
+    # ch1's node buffered 1 (flagged before), 2 and 4 and its client never got them.
+    core.return_undelivered([4, 2, 1, 0, 99], "ch2", "c1")  # not ch2's: nothing happens
+    core.return_undelivered([4, 2, 1, 0, 99], "ch1", "c2")  # nor c2's
+    assert (core.message_count, core.unacked_count) == (0, 4)
+    core.return_undelivered([4, 2, 1, 3, 99], "ch1", "c1")  # 3 is acked already
+    assert (core.message_count, core.unacked_count) == (3, 1)
+    assert core.roster.get("c1").unacked == 1  # type: ignore[union-attr]
+    core.ack([0])
+    assert delivered(core.pump(0)) == [(1, "c1", True), (2, "c1", False), (4, "c1", False)]
+    core.return_undelivered([2], "ch1", "c1")
+    assert core.requeue_channel("ch1") == []
+    assert delivered(core.get("ch3", no_ack=False, now_ms=0)) == [(1, None, True)]
+    assert delivered(core.get("ch3", no_ack=False, now_ms=0)) == [(2, None, False)]
+    assert delivered(core.get("ch3", no_ack=False, now_ms=0)) == [(4, None, True)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["enqueue", "pump", "return", "requeue", "ack"]),
+                          st.integers(0, 5)), max_size=60))
+def test_returned_messages_stay_in_exactly_one_state_and_flagged_only_if_seen(
+    ops: list[tuple[str, int]],
+) -> None:
+    core = QueueCore(QueueLimits())
+    core.add_consumer(Consumer("c", "ch", prefetch_count=2, lookahead=2), now_ms=0)
+    unacked: dict[int, bool] = {}  # offset -> its delivery reached a client
+    seen: set[int] = set()
+    acked = 0
+    for op, arg in ops:
+        if op == "enqueue":
+            fill(core, 1)
+        elif op == "pump":
+            for offset, _tag, redelivered in delivered(core.pump(0)):
+                assert redelivered == (offset in seen)
+                unacked[offset] = arg % 2 == 0  # the client got it, or it stays buffered
+                if unacked[offset]:
+                    seen.add(offset)
+        elif op == "return":
+            buffered = [o for o, reached in unacked.items() if not reached]
+            core.return_undelivered(buffered, "ch", "c")
+            for offset in buffered:
+                del unacked[offset]
+        elif op == "requeue":
+            core.requeue_channel("ch")
+            seen.update(unacked)
+            unacked.clear()
+        elif op == "ack" and unacked:
+            offset = sorted(unacked)[arg % len(unacked)]
+            core.ack([offset])
+            del unacked[offset]
+            acked += 1
+        assert core.unacked_count == len(unacked)
+        assert core.message_count + len(unacked) + acked == core.next_offset
