@@ -344,7 +344,7 @@ class Broker:
         record = self.state.queue(vhost, name)
         replica = None
         if record is not None and record.replicated and self.roles is not None:
-            definition = self._policy_definition(vhost, name)
+            definition = self.state.queue_policy_definition(vhost, name)
             replica = ReplicaSetup(
                 self.config.node_name, record.epoch, record.members, record.in_sync,
                 high_watermark, sync_mode=_sync_mode(definition),
@@ -356,10 +356,6 @@ class Broker:
         # The first pump arms the queue's timer, so x-expires and message TTLs run
         # even if nobody ever consumes from the queue.
         shell.schedule_pump()
-
-    def _policy_definition(self, vhost: str, name: str) -> Mapping[str, Any]:
-        policy = self.state.effective_policy(vhost, "queue", name)
-        return policy.definition if policy is not None else {}
 
     def _drop_queue(self, vhost: str, name: str) -> None:
         shell = self._queues.pop((vhost, name), None)
@@ -397,7 +393,7 @@ class Broker:
         shell.settings = settings
         shell.core.set_limits(settings.limits)
         if shell.replication is not None:
-            definition = self._policy_definition(vhost, name)
+            definition = self.state.queue_policy_definition(vhost, name)
             shell.replication.leader.sync_mode = _sync_mode(definition)
             shell.replication.sync_batch_size = int(definition.get("ha-sync-batch-size", 4096))
         shell.schedule_pump()

@@ -304,8 +304,7 @@ class ClusterNode:
     def _place(self, vhost: str, name: str, arguments: Mapping[str, Any], exclusive: bool
                ) -> tuple[str, tuple[str, ...]]:
         state = self.metadata.state
-        policy = state.effective_policy(vhost, "queue", name)
-        definition = policy.definition if policy is not None else {}
+        definition = state.queue_policy_definition(vhost, name)
         connected = self.transport.connected_peers()
         nodes = [NodeView(record.name, record.name == self.node_name
                           or (record.up and record.name in connected))

@@ -117,7 +117,6 @@ class QueueFailover:
                              int(header["started_ms"]))
 
     def _promote_on_failure(self, record: QueueRecord) -> str:
-        state = self.node.metadata.state
-        policy = state.effective_policy(record.vhost, "queue", record.name)
-        definition = policy.definition if policy is not None else {}
+        definition = self.node.metadata.state.queue_policy_definition(record.vhost,
+                                                                      record.name)
         return str(definition.get("ha-promote-on-failure", "when-synced"))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from logbroker.cluster.envelope import Envelope
 from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
@@ -202,8 +202,7 @@ class QueueHandover:
                            error.reply_text)
 
     def _promote_on_shutdown(self, vhost: str, name: str) -> str:
-        policy = self.node.metadata.state.effective_policy(vhost, "queue", name)
-        definition: Any = policy.definition if policy is not None else {}
+        definition = self.node.metadata.state.queue_policy_definition(vhost, name)
         return str(definition.get("ha-promote-on-shutdown", "when-synced"))
 
     def _record(self, vhost: str, name: str) -> QueueRecord:

@@ -75,10 +75,9 @@ class ReplicaMover:
               counts: dict[str, int]) -> ReplicaStep | None:
         assert record.leader_node is not None
         state = self.node.metadata.state
-        policy = state.effective_policy(record.vhost, "queue", record.name)
         try:
-            spec = replica_count_or_nodes(record.arguments,
-                                          policy.definition if policy is not None else {})
+            spec = replica_count_or_nodes(
+                record.arguments, state.queue_policy_definition(record.vhost, record.name))
         except PlacementError:
             return None  # the policy is broken: leave the queue as it is
         return next_step(spec, record.leader_node, record.members, record.in_sync, nodes,

@@ -176,6 +176,11 @@ class MetadataState:
     ) -> Policy | None:
         return matching_policy(self.policies(vhost), kind, name)
 
+    def queue_policy_definition(self, vhost: str, name: str) -> Mapping[str, Any]:
+        """The definition of the policy that applies to the queue (empty: none)."""
+        policy = self.effective_policy(vhost, "queue", name)
+        return policy.definition if policy is not None else {}
+
     def effective_queue_arguments(self, vhost: str, name: str) -> dict[str, Any]:
         """The queue's arguments with its policy folded in (`policies` module doc)."""
         queue = self.queue(vhost, name)
