@@ -345,7 +345,9 @@ class QueueCore:
                 self._return(offset)
             else:
                 self._discard(offset, DeadLetterReason.REJECTED, effects, settled)
-        return _with_settles(effects, settled)
+        # A requeue can push a drop-head queue over its limit; like RabbitMQ
+        # (requeue_and_run -> maybe_drop_head), the head makes room.
+        return _with_settles(effects, settled) + self._enforce_length()
 
     def return_undelivered(self, offsets: Iterable[int], channel_key: str,
                            consumer_tag: str) -> None:

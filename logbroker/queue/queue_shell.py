@@ -9,8 +9,9 @@ returns effects, which `_carry_out` executes strictly in order:
   sequential delivery cheap) and hand it to the consumer's sink;
 - `DeadLetter`: republish through the broker's callback, awaited, before the
   `Settle` that follows it (so a crash duplicates rather than loses);
-- `Settle`: append the ranges to the cursor log through its own committer;
-  a lost settle only means a redelivery, so it is synced on an interval;
+- `Settle`: hand the ranges to the `SettleWriter` (one cursor-log append per
+  loop turn, synced on an interval: a lost settle only means a redelivery),
+  which also deletes the segments they free;
 - `QueueExpired`: tell the broker to delete the queue.
 
 A delivery mark, kept ahead of the highest offset ever delivered and
@@ -45,17 +46,16 @@ from logbroker.queue.queue_stats import AppendWaiters, QueueCounters
 from logbroker.queue.record_cache import RecordCache
 from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import ReplicationGate
-from logbroker.queue.retention import SegmentSummary, reclaim_floor
+from logbroker.queue.settle_writer import SettleWriter
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
-from segments.group_commit import FsyncPolicy, GroupCommitter
-from segments.log import AppendResult, Log, delete_detached
+from segments.group_commit import GroupCommitter
+from segments.log import AppendResult, Log
 from segments.record_batch import LogRecord, Record
 
 __all__ = ["DeliverySink", "QueueSettings", "QueueShell", "ReplicaSetup"]
 logger = logging.getLogger(__name__)
 
-CURSOR_FSYNC = FsyncPolicy.parse("interval:200")
 REFUSAL_LOG_S = 5.0
 HELD_ACKS_MAX = 1_000_000  # beyond it an isolated leader's acks are dropped: redelivered
 
@@ -90,8 +90,8 @@ class QueueShell:
         self.core = core
         self._committer: GroupCommitter[Sequence[Record], AppendResult] = GroupCommitter(
             log, settings.fsync_policy)
-        self._cursor_committer: GroupCommitter[Sequence[tuple[int, int]], None] = (
-            GroupCommitter(cursor, CURSOR_FSYNC))
+        self._settler = SettleWriter(fs, log, cursor, self._committer,
+                                     lambda: self.settings.retention, self._settled)
         self._sinks: dict[str, DeliverySink] = {}
         self._appended: dict[int, MessageMeta] = {}
         self._admitted = 0  # admitted publishes not yet ready (see admit)
@@ -105,11 +105,8 @@ class QueueShell:
         self.on_expired: ExpiredCallback | None = None
         self.closed = False
         self.had_consumers = False  # auto-delete applies only once a consumer came
-        self._reclaiming = False
         self.counters = QueueCounters()
         self.appends = AppendWaiters()
-        self._background: set[asyncio.Future[None]] = set()
-        self._settles: list[tuple[int, int]] = []  # settled ranges not yet given to the cursor
         self.clock: Callable[[], int] = _now_ms
         # Set for a replicated queue's leader: readiness and confirms wait for the
         # high watermark (replication_gate).
@@ -392,60 +389,20 @@ class QueueShell:
                 sink.deliver(self.name, effect.consumer_tag, effect.offset, effect.redelivered,
                              self.message_at(effect.offset))
         elif isinstance(effect, Settle):
-            if not self.closed:
-                # One cursor write per loop iteration, not per ack: a consumer acking
-                # each message would otherwise cost a task and a submit per message.
-                if not self._settles:
-                    asyncio.get_running_loop().call_soon(self._flush_settles)
-                self._settles.append((effect.lo, effect.hi))
+            self._settler.settle(effect.lo, effect.hi)
         elif isinstance(effect, QueueExpired) and self.on_expired is not None:
             self.on_expired(self)
 
-    def _flush_settles(self) -> None:
-        ranges, self._settles = self._settles, []
-        if ranges and not self.closed:
-            settle = self._cursor_committer.submit(ranges)
-            self._in_background(settle).add_done_callback(self._after_settle)
-
-    def _after_settle(self, task: asyncio.Future[None]) -> None:
-        if task.cancelled() or task.exception() is not None or self.closed:
-            return
-        floor = self.cursor.ack_floor
+    def _settled(self, floor: int) -> None:
+        """Everything below `floor` is settled on disk (SettleWriter)."""
         if self.replication is not None:
             self.replication.acks_grew(floor)
         self.core.forget_below(floor)
         self._records.settled_below(floor)
-        self.reclaim_settled()
 
     def reclaim_settled(self) -> None:
         """Delete the segments that are settled and beyond retention (see `retention`)."""
-        if self._reclaiming or self.closed:
-            return
-        summaries = [SegmentSummary(*s) for s in self.log.segment_summaries()]
-        floor = reclaim_floor(summaries, self.cursor.ack_floor, int(time.time() * 1000),
-                              self.settings.retention)
-        if floor > self.log.log_start_offset:
-            self._reclaiming = True
-            self._in_background(self._reclaim(floor))
-
-    def _in_background(self, work: Awaitable[None]) -> asyncio.Future[None]:
-        # The event loop only keeps weak references to tasks: hold them until done.
-        task = asyncio.ensure_future(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
-
-    async def _reclaim(self, floor: int) -> None:
-        """Delete log segments every message of which is settled (DESIGN.md section 3)."""
-        try:
-            async with self._committer.exclusive():
-                if self.closed:
-                    return
-                detached = self.log.detach_before(floor)
-            # Unlinking 64 MiB files can take tens of milliseconds: not on the loop.
-            await asyncio.to_thread(delete_detached, self._fs, self.log.directory, detached)
-        finally:
-            self._reclaiming = False
+        self._settler.reclaim()
 
     # ------------------------------------------------------------------ reads
 
@@ -487,15 +444,14 @@ class QueueShell:
             return
         if self._effect_chain is not None:
             await asyncio.gather(self._effect_chain, return_exceptions=True)
-        self._flush_settles()
-        await asyncio.gather(*list(self._background), return_exceptions=True)
+        await self._settler.drain()
         self.closed = True
         if self.replication is not None:
             self.replication.close("the queue's leader replica closed")
         if self._timer is not None:
             self._timer.cancel()
         await self._committer.close()
-        await self._cursor_committer.close()
+        await self._settler.close()
         self._delivery_mark.close()  # a clean stop knows exactly
         self.log.close()
         self.cursor.close()

@@ -139,6 +139,26 @@ def test_max_length_drop_head_dead_letters_the_oldest() -> None:
     assert core.ready_bytes == 20
 
 
+def test_requeue_over_a_drop_head_limit_drops_the_head() -> None:
+    core = QueueCore(QueueLimits(max_length=2, dead_letter=True))
+    core.add_consumer(Consumer("a", "ch1", prefetch_count=1), now_ms=0)
+    fill(core, 1)
+    assert delivered(core.pump(0)) == [(0, "a", False)]
+    fill(core, 2)
+    # 0 goes back to its place at the front, making three ready: the head goes.
+    assert core.reject([0], requeue=True) == [DeadLetter(0, DeadLetterReason.MAXLEN),
+                                              Settle(0, 1)]
+    assert core.message_count == 2
+    rejecting = QueueCore(QueueLimits(max_length=1, overflow=Overflow.REJECT_PUBLISH))
+    rejecting.add_consumer(Consumer("a", "ch1", prefetch_count=1), now_ms=0)
+    fill(rejecting, 1)
+    rejecting.pump(0)
+    fill(rejecting, 1)
+    # reject-publish only refuses publishes; a requeue is never lost.
+    assert rejecting.reject([0], requeue=True) == []
+    assert rejecting.message_count == 2
+
+
 def test_reject_publish_admission() -> None:
     core = QueueCore(QueueLimits(max_length=1, overflow=Overflow.REJECT_PUBLISH))
     assert core.admit(10) is Admission.ACCEPT

@@ -1,0 +1,101 @@
+"""`SettleWriter`: a queue's settled ranges to its cursor log, and the segments they free.
+
+Settles are gathered for one loop turn and written as one cursor-log append
+(a consumer acking each message would otherwise cost a task and a submit per
+message); the cursor is synced on an interval, since a lost settle only
+means a redelivery. Once a write lands, `on_settled(ack_floor)` tells the
+queue, and segments that are wholly settled and past retention are deleted
+(DESIGN.md section 3): detached under the log's committer, unlinked off the
+event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from logbroker.queue.retention import Retention, SegmentSummary, reclaim_floor
+from segments.cursor_log import CursorLog
+from segments.filesystem import FileSystem
+from segments.group_commit import FsyncPolicy, GroupCommitter
+from segments.log import AppendResult, Log, delete_detached
+from segments.record_batch import Record
+
+CURSOR_FSYNC = FsyncPolicy.parse("interval:200")
+
+
+class SettleWriter:
+    def __init__(self, fs: FileSystem, log: Log, cursor: CursorLog,
+                 log_committer: GroupCommitter[Sequence[Record], AppendResult],
+                 retention: Callable[[], Retention],
+                 on_settled: Callable[[int], None]) -> None:
+        self._fs = fs
+        self._log = log
+        self._cursor = cursor
+        self._log_committer = log_committer
+        self._retention = retention
+        self._on_settled = on_settled
+        self._committer: GroupCommitter[Sequence[tuple[int, int]], None] = (
+            GroupCommitter(cursor, CURSOR_FSYNC))
+        self._pending: list[tuple[int, int]] = []  # settled, not yet given to the cursor
+        self._background: set[asyncio.Future[None]] = set()
+        self._reclaiming = False
+        self.closed = False
+
+    def settle(self, lo: int, hi: int) -> None:
+        if self.closed:
+            return
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._pending.append((lo, hi))
+
+    def flush(self) -> None:
+        ranges, self._pending = self._pending, []
+        if ranges and not self.closed:
+            written = self._committer.submit(ranges)
+            self._in_background(written).add_done_callback(self._written)
+
+    def _written(self, task: asyncio.Future[None]) -> None:
+        if task.cancelled() or task.exception() is not None or self.closed:
+            return
+        self._on_settled(self._cursor.ack_floor)
+        self.reclaim()
+
+    def reclaim(self) -> None:
+        """Delete the segments that are settled and beyond retention (see `retention`)."""
+        if self._reclaiming or self.closed:
+            return
+        summaries = [SegmentSummary(*s) for s in self._log.segment_summaries()]
+        floor = reclaim_floor(summaries, self._cursor.ack_floor, int(time.time() * 1000),
+                              self._retention())
+        if floor > self._log.log_start_offset:
+            self._reclaiming = True
+            self._in_background(self._reclaim(floor))
+
+    def _in_background(self, work: Awaitable[None]) -> asyncio.Future[None]:
+        # The event loop only keeps weak references to tasks: hold them until done.
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def _reclaim(self, floor: int) -> None:
+        try:
+            async with self._log_committer.exclusive():
+                if self.closed:
+                    return
+                detached = self._log.detach_before(floor)
+            # Unlinking 64 MiB files can take tens of milliseconds: not on the loop.
+            await asyncio.to_thread(delete_detached, self._fs, self._log.directory, detached)
+        finally:
+            self._reclaiming = False
+
+    async def drain(self) -> None:
+        """Write what is pending and wait for everything under way (before closing)."""
+        self.flush()
+        await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    async def close(self) -> None:
+        self.closed = True
+        await self._committer.close()
