@@ -334,7 +334,7 @@ class Broker:
             return
         if shell.replication is not None:
             shell.replication.fence(reason)
-        shell.cancel_consumers()
+        shell.cancel_consumers(leader_moved=True)
         await shell.close()
 
     def _open_queue(self, vhost: str, name: str, high_watermark: int | None = None) -> None:

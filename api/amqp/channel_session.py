@@ -47,7 +47,6 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -62,6 +61,7 @@ from api.amqp.direct_reply import PSEUDO_QUEUE, ReplyEndpoint
 from api.amqp.events import ChannelMethod, Publish
 from api.amqp.publish_pipeline import PublishPipeline
 from logbroker import consuming
+from logbroker.consumer_resubscription import ConsumeRequest, ConsumerMoves, SinkConsumer
 from logbroker.definitions import server_generated_name
 from logbroker.errors import NOT_IMPLEMENTED, PRECONDITION_FAILED, BrokerError
 from logbroker.message import Message
@@ -82,12 +82,6 @@ _UNORDERED: frozenset[type[base.Frame]] = frozenset(
 ChannelEvent = ChannelMethod | Publish
 
 
-@dataclass(frozen=True, slots=True)
-class _Consumer:
-    shell: QueueEndpoint
-    no_ack: bool
-
-
 class ChannelSession:
     """The broker side of channel ``number`` (implements ``DeliverySink``)."""
 
@@ -101,7 +95,9 @@ class ChannelSession:
         self._definitions = ChannelDefinitions(ctx.broker, ctx.session, ctx.direct_reply.exists)
         self._reply = ReplyEndpoint(ctx.direct_reply, self._deliver_reply)
         self._tags: DeliveryTags[QueueEndpoint] = DeliveryTags()
-        self._consumers: dict[str, _Consumer] = {}
+        self._consumers: dict[str, SinkConsumer] = {}
+        self._moves = ConsumerMoves(ctx.broker, ctx.session, self, self._consumers,
+                                    lambda: self.closed, self._tell_cancelled)
         self._queues_used: set[str] = set()
         self._prefetch_count = 0  # for consumers created from now on
         self._global_prefetch = 0  # channel-wide; 0: no limit
@@ -146,7 +142,7 @@ class ChannelSession:
             if shell is not None:
                 shell.reject([offset], requeue=True)
             return
-        entry = None if consumer.no_ack else Unacked(consumer.shell, offset, consumer_tag)
+        entry = None if consumer.no_ack else Unacked(consumer.endpoint, offset, consumer_tag)
         tag = self._tags.issue(entry)
         self._since_flush += 1
         method = commands.Basic.Deliver(
@@ -166,11 +162,14 @@ class ChannelSession:
         self._ctx.machine.send_content(self.number, method, message.properties, message.body)
         self._ctx.notify_output()
 
-    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None:
-        """The queue went away: tell the client, if it understands (consumer_cancel_notify)."""
-        if self._consumers.pop(consumer_tag, None) is None or self.closed:
-            return
-        if self._ctx.cancel_notify:
+    def consumer_cancelled(self, queue: str, consumer_tag: str,
+                           leader_moved: bool = False) -> None:
+        """The queue went away, or its leader moved and the consumer cannot follow or
+        asked for x-cancel-on-ha-failover: basic.cancel to the client."""
+        self._moves.consumer_gone(consumer_tag, leader_moved)
+
+    def _tell_cancelled(self, consumer_tag: str) -> None:
+        if self._ctx.cancel_notify:  # it understands (consumer_cancel_notify)
             self._ctx.machine.send_method(self.number, commands.Basic.Cancel(consumer_tag, True))
             self._ctx.notify_output()
 
@@ -192,7 +191,7 @@ class ChannelSession:
     def resume(self) -> None:
         """Credit may have grown (acks, a larger qos, the socket drained): pump our queues."""
         for consumer in self._consumers.values():
-            consumer.shell.schedule_pump()
+            consumer.endpoint.schedule_pump()
 
     # -- events from the connection --------------------------------------------------
 
@@ -380,7 +379,9 @@ class ChannelSession:
         if self.closed:  # closed while a remote leader registered the consumer
             consuming.cancel(ctx.broker, ctx.session, queue, tag)
             return
-        self._consumers[tag] = _Consumer(endpoint, method.no_ack)
+        self._consumers[tag] = SinkConsumer(endpoint, ConsumeRequest(
+            queue, tag, method.no_ack, method.exclusive, self._prefetch_count,
+            dict(method.arguments or {})))
         self._queues_used.add(queue)
         # Sent here, not when the task is done: the queue's pump (scheduled by the
         # registration) must find the consumer known and its consume-ok sent.
@@ -394,7 +395,7 @@ class ChannelSession:
         if consumer is None:
             self._reply.cancel(tag)
         else:
-            consuming.cancel(self._ctx.broker, self._ctx.session, consumer.shell.name, tag)
+            consuming.cancel(self._ctx.broker, self._ctx.session, consumer.endpoint.name, tag)
         if not method.nowait:
             self._send(commands.Basic.CancelOk(tag))
 

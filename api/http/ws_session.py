@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from fastapi import WebSocket
 
@@ -64,6 +63,7 @@ from api.http.ws_publish import PublishChain
 from api.http.ws_replay import Replays, stopped_frame
 from logbroker import consuming
 from logbroker.broker_config import Session
+from logbroker.consumer_resubscription import ConsumeRequest, ConsumerMoves, SinkConsumer
 from logbroker.errors import BrokerError
 from logbroker.message import Message
 from logbroker.queue.queue_endpoint import QueueEndpoint
@@ -76,12 +76,6 @@ MAX_CONSUMERS = 1024  # per socket
 SERVER_ERROR = 1011  # close code when our side failed (a send, the outbox), not the client
 _CLIENT_ERRORS = (FrameError, ApiError, UnknownDeliveryTag, BrokerError)
 Handler = Callable[[Frame], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class _Consumer:
-    shell: QueueEndpoint
-    no_ack: bool
 
 
 ClientError = FrameError | ApiError | UnknownDeliveryTag | BrokerError
@@ -113,7 +107,9 @@ class WsSession:
         self._publishes = PublishChain(ctx.broker, vhost, self._outbox)
         self._replays = Replays(self._outbox)
         self._tags: DeliveryTags[QueueEndpoint] = DeliveryTags()
-        self._consumers: dict[str, _Consumer] = {}
+        self._consumers: dict[str, SinkConsumer] = {}
+        self._moves = ConsumerMoves(ctx.broker, self._session, self, self._consumers,
+                                    lambda: self.closed, self._tell_cancelled)
         self._queues_used: set[str] = set()  # where unacked deliveries may be left
         self.closed = False
         self._client_left = False
@@ -141,7 +137,7 @@ class WsSession:
             # should not happen; if it did, the message must not stay with a dead socket.
             self._give_back(self._broker.queue(self._vhost, queue), offset)
             return
-        entry = None if consumer.no_ack else Unacked(consumer.shell, offset, consumer_tag)
+        entry = None if consumer.no_ack else Unacked(consumer.endpoint, offset, consumer_tag)
         tag = self._tags.issue(entry)
         frame: Frame = {"op": "deliver", "consumer_tag": consumer_tag, "delivery_tag": tag,
                         "queue": queue, "offset": offset, "redelivered": redelivered}
@@ -150,19 +146,23 @@ class WsSession:
         if not self._outbox.push(frame, SMALL_FRAME_BYTES + len(frame["payload"])) \
                 and entry is not None:
             self._tags.take(tag, multiple=False)
-            self._give_back(consumer.shell, offset)
+            self._give_back(consumer.endpoint, offset)
 
-    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None:
-        """The queue went away: tell the client its consumer is gone."""
-        if self._consumers.pop(consumer_tag, None) is not None and not self.closed:
-            self._outbox.push({"op": "cancelled", "consumer_tag": consumer_tag})
+    def consumer_cancelled(self, queue: str, consumer_tag: str,
+                           leader_moved: bool = False) -> None:
+        """The queue went away, or its leader moved and the consumer cannot follow or
+        asked for x-cancel-on-ha-failover: tell the client its consumer is gone."""
+        self._moves.consumer_gone(consumer_tag, leader_moved)
+
+    def _tell_cancelled(self, consumer_tag: str) -> None:
+        self._outbox.push({"op": "cancelled", "consumer_tag": consumer_tag})
 
     def credit(self) -> int | None:
         return 0 if self.closed else self._outbox.credit()
 
     def _resume(self) -> None:
         """The outbox drained: let the queues that ran out of credit deliver again."""
-        for shell in {id(c.shell): c.shell for c in self._consumers.values()}.values():
+        for shell in {id(c.endpoint): c.endpoint for c in self._consumers.values()}.values():
             shell.schedule_pump()
 
     @staticmethod
@@ -275,7 +275,9 @@ class WsSession:
             self._broker, self._session, request.queue, self,
             consumer_tag=request.consumer_tag, no_ack=request.no_ack,
             prefetch_count=request.prefetch, arguments=request.arguments)
-        self._consumers[tag] = _Consumer(endpoint, request.no_ack)
+        self._consumers[tag] = SinkConsumer(endpoint, ConsumeRequest(
+            request.queue, tag, request.no_ack, prefetch_count=request.prefetch,
+            arguments=dict(request.arguments or {})))
         self._queues_used.add(request.queue)
         # Before the queue's pump runs (a loop iteration later): deliveries follow this reply.
         self._outbox.push({"op": "subscribed", "consumer_tag": tag})
@@ -285,7 +287,7 @@ class WsSession:
         tag = parse_name(frame, "consumer_tag")
         consumer = self._consumers.pop(tag, None)
         if consumer is not None:
-            consuming.cancel(self._broker, self._session, consumer.shell.name, tag)
+            consuming.cancel(self._broker, self._session, consumer.endpoint.name, tag)
         # Unknown tags are answered too, as AMQP's basic.cancel: the queue may have
         # been deleted (and the consumer cancelled) while this frame was on its way.
         self._outbox.push({"op": "cancelled", "consumer_tag": tag})

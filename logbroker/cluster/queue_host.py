@@ -76,9 +76,10 @@ class ForwardedSink:
             "r": [redelivered], "x": [self.host.ttl_left(self, queue, offset)]},
             (encode_message(message),)), ("q.deliver", self.remote_key, queue))
 
-    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None:
+    def consumer_cancelled(self, queue: str, consumer_tag: str,
+                           leader_moved: bool = False) -> None:
         self.host.node.rpc.notify(self.node, Envelope("q.cancelled", {
-            "q": queue, "tag": consumer_tag, "ck": self.remote_key}))
+            "q": queue, "tag": consumer_tag, "ck": self.remote_key, "moved": leader_moved}))
 
     def credit(self) -> int | None:
         return max(0, self.granted - self.sent)

@@ -30,8 +30,11 @@ B drops that consumer (`gone`), which would otherwise get them again.
 A queue whose leader node is down (the controller says so, or there is no
 link to it) answers 404 naming the queue and the node, RabbitMQ's answer for a
 durable queue whose home node is down; publishes routed to it are not
-confirmed (nacked). When the link to B breaks, consumers on B's queues are
-cancelled towards their clients (basic.cancel), B requeues what they held.
+confirmed (nacked). When the link to B breaks, B requeues what consumers on
+its queues held; those consumers are cancelled towards their clients
+(basic.cancel), except on replicated queues, where their sinks resubscribe
+them to the new leader (`logbroker.consumer_resubscription`). So does a
+`q.cancelled` that says the leader moved.
 """
 
 from __future__ import annotations
@@ -358,19 +361,23 @@ class RemoteQueueRegistry:
             self.give_back(consumer)
         sink = self.sinks.get(channel_key)
         if sink is not None:
-            sink.consumer_cancelled(queue, tag)
+            sink.consumer_cancelled(queue, tag, bool(header.get("moved")))
 
     def peer_down(self, peer: str) -> None:
-        """Consumers on `peer`'s queues are gone: tell their clients (basic.cancel).
+        """Consumers on `peer`'s queues are gone: tell their sinks. Those of replicated
+        queues may follow the leader that replaces `peer`; the others get basic.cancel.
 
         What they buffered is dropped: `peer` requeues everything it had sent them.
         """
+        state = self._node.metadata.state
         gone = self.consumers.matching(node=peer)
         for consumer in sorted(gone, key=lambda c: (c.channel_key, c.vhost, c.queue, c.tag)):
             self.consumers.take_buffered(consumer)
             sink = self.sinks.get(consumer.channel_key)
+            record = state.queue(consumer.vhost, consumer.queue)
             if sink is not None:
-                sink.consumer_cancelled(consumer.queue, consumer.tag)
+                sink.consumer_cancelled(consumer.queue, consumer.tag,
+                                        record is not None and record.replicated)
         self.consumers.node_gone(peer)
         for key in [key for key in self._granted if key[0] == peer]:
             self._granted.discard(key)

@@ -18,7 +18,11 @@ class DeliverySink(Protocol):
         message: Message,
     ) -> None: ...
 
-    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None: ...
+    def consumer_cancelled(self, queue: str, consumer_tag: str,
+                           leader_moved: bool = False) -> None:
+        """The consumer is gone from the queue. `leader_moved`: only because the queue's
+        leader moved (failover, handover); the sink may register it with the new one."""
+        ...
 
     def credit(self) -> int | None:
         """Unacked deliveries the channel may still take (None: no channel-wide limit)."""

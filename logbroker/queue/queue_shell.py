@@ -433,10 +433,10 @@ class QueueShell:
 
     # ---------------------------------------------------------------- closing
 
-    def cancel_consumers(self) -> None:
-        """The queue is going away: tell every consumer (consumer_cancel_notify)."""
+    def cancel_consumers(self, leader_moved: bool = False) -> None:
+        """The queue is going away (`leader_moved`: from this node): tell every consumer."""
         for tag, sink in list(self._sinks.items()):
-            sink.consumer_cancelled(self.name, tag)
+            sink.consumer_cancelled(self.name, tag, leader_moved)
         self._sinks.clear()
 
     async def close(self) -> None:

@@ -8,6 +8,7 @@ import hashlib
 import shutil
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +65,45 @@ def drain(node: Node, queue: str) -> list[tuple[bytes, bool]]:
     return got
 
 
+def followers_caught_up(leader: Node, queue: str) -> bool:
+    return view(leader, queue).get("replica_lag") == {"n2": 0, "n3": 0}
+
+
+class Consumers:
+    """Two pika consumers on one channel, on a node that does not lead their queue: one
+    follows the leader when it moves, one asked for basic.cancel instead."""
+
+    def __init__(self, node: Node, queue: str) -> None:
+        self.connection = node.amqp()
+        channel = self.connection.channel()
+        channel.basic_qos(prefetch_count=10)
+        self.got: dict[str, list[bytes]] = {"follows": [], "told": []}
+        self.cancelled: list[str] = []
+        channel.add_on_cancel_callback(
+            lambda frame: self.cancelled.append(frame.method.consumer_tag))
+        for tag, arguments in (("follows", {}), ("told", {"x-cancel-on-ha-failover": True})):
+            channel.basic_consume(queue, self._on_message, consumer_tag=tag,
+                                  arguments=arguments)
+
+    def _on_message(self, channel: Any, method: Any, _properties: Any, body: bytes) -> None:
+        self.got[method.consumer_tag].append(body)
+        channel.basic_ack(method.delivery_tag)
+
+    def received(self, bodies: list[bytes]) -> bool:
+        self.connection.process_data_events(time_limit=0.1)
+        return set(bodies) <= set(self.got["follows"] + self.got["told"])
+
+
 def test_a_replicated_queue_survives_the_kill_of_its_leader(cluster: list[Node]) -> None:
     first, second, third = cluster
     connection = first.amqp()
     connection.channel().queue_declare("rq", durable=True, arguments=REPLICATED)
+    connection.channel().queue_declare("followed", durable=True, arguments=REPLICATED)
     connection.close()
+    consumers = Consumers(second, "followed")
+    early = [f"e{i}".encode() for i in range(10)]
+    publish_confirmed(first, "followed", early)
+    wait_for(lambda: consumers.received(early), "the consumers on n2 to get messages")
     described = view(second, "rq")
     assert described["leader"] == "n1" and sorted(described["members"]) == ["n1", "n2", "n3"]
     bodies = [f"m{i}".encode() for i in range(300)]
@@ -82,8 +117,8 @@ def test_a_replicated_queue_survives_the_kill_of_its_leader(cluster: list[Node])
         assert method is not None
         if int(method.delivery_tag) <= 100:
             channel.basic_ack(method.delivery_tag)
-    wait_for(lambda: view(first, "rq").get("replica_lag") == {"n2": 0, "n3": 0},
-             "the followers to hold every message")
+    for queue in ("rq", "followed"):
+        wait_for(partial(followers_caught_up, first, queue), "the followers to hold every message")
     first.kill()
 
     def elected() -> str | None:
@@ -94,6 +129,13 @@ def test_a_replicated_queue_survives_the_kill_of_its_leader(cluster: list[Node])
     assert view(new_leader, "rq")["epoch"] == 2
 
     publish_confirmed(new_leader, "rq", [b"after-failover"])
+    # The consumer without x-cancel-on-ha-failover was resubscribed to the new leader.
+    late = [f"l{i}".encode() for i in range(20)]
+    publish_confirmed(new_leader, "followed", late)
+    wait_for(lambda: consumers.received(late), "the following consumer to get new messages")
+    assert consumers.cancelled == ["told"]
+    assert set(late) <= set(consumers.got["follows"])
+    consumers.connection.close()
     got = drain(new_leader, "rq")
     received = [body for body, _ in got]
     assert len(received) == len(set(received)), "a message came twice in one drain"

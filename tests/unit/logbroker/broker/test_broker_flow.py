@@ -27,7 +27,8 @@ class RecordingSink:
                 message: Message) -> None:
         self.deliveries.append((queue, consumer_tag, offset, redelivered, message))
 
-    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None:
+    def consumer_cancelled(self, queue: str, consumer_tag: str,
+                           leader_moved: bool = False) -> None:
         self.cancelled.append(consumer_tag)
 
     def credit(self) -> int | None:

@@ -32,7 +32,8 @@ class Channel:
         if self.room is not None:
             self.room -= 1
 
-    def consumer_cancelled(self, queue: str, consumer_tag: str) -> None:
+    def consumer_cancelled(self, queue: str, consumer_tag: str,
+                           leader_moved: bool = False) -> None:
         raise AssertionError("not used here")
 
     def credit(self) -> int | None:
