@@ -54,7 +54,7 @@ from pamqp import base, commands
 
 from api.amqp.channel_definitions import DEFINITION_METHODS, ChannelDefinitions
 from api.amqp.channel_table import frame_ids
-from api.amqp.channel_tx import Settlement, Transaction, apply_settlement
+from api.amqp.channel_tx import Settlement, Transaction, apply_settlement, settles_durable
 from api.amqp.connection_context import ConnectionContext
 from api.amqp.delivery_tags import DeliveryTags, Unacked, UnknownDeliveryTag
 from api.amqp.direct_reply import PSEUDO_QUEUE, ReplyEndpoint
@@ -207,7 +207,7 @@ class ChannelSession:
             # Earlier publishes first: they must be routed before a binding changes and
             # be visible to this channel's own basic.get, as RabbitMQ's channel does.
             self._backlog = deque([event])
-            self._pipeline.barrier(self._release_backlog)
+            self._pipeline.barrier(lambda _: self._release_backlog())
             return
         self._dispatch(event)
 
@@ -321,16 +321,25 @@ class ChannelSession:
             self._tx = Transaction()
         self._send(commands.Tx.SelectOk())
 
-    def _tx_commit(self, _method: commands.Tx.Commit) -> None:
+    def _tx_commit(self, method: commands.Tx.Commit) -> None:
         publishes, settlements = self._transaction().take()
-        for settlement in settlements:
-            self._settle(settlement)
+        touched = [endpoint for settlement in settlements for endpoint in self._settle(settlement)]
+        settled = asyncio.ensure_future(settles_durable(touched))
         for message, mandatory in publishes:
             self._pipeline.submit(message, mandatory)
         self._backlog = deque()  # later requests wait for commit-ok
-        self._pipeline.barrier(self._committed)
+        self._pipeline.barrier(lambda all_confirmed: settled.add_done_callback(
+            partial(self._committed, method, all_confirmed)))
 
-    def _committed(self) -> None:
+    def _committed(self, method: commands.Tx.Commit, all_confirmed: bool,
+                   settled: asyncio.Future[None]) -> None:
+        if self.closed:
+            if not settled.cancelled():
+                settled.exception()  # retrieved: nobody left to tell
+            return
+        if not all_confirmed or settled.cancelled() or settled.exception() is not None:
+            self.fail(BrokerError(PRECONDITION_FAILED, "partial tx completion"), method)
+            return
         self._send(commands.Tx.CommitOk())
         self._release_backlog()
 
@@ -448,10 +457,11 @@ class ChannelSession:
         else:
             self._settle(settlement)
 
-    def _settle(self, settlement: Settlement[QueueEndpoint]) -> None:
-        apply_settlement(self._ctx.broker, self._ctx.session.vhost, settlement)
+    def _settle(self, settlement: Settlement[QueueEndpoint]) -> list[QueueEndpoint]:
+        settled = apply_settlement(self._ctx.broker, self._ctx.session.vhost, settlement)
         if self._global_prefetch:
             self.resume()  # channel credit grew for every queue we consume from
+        return settled
 
     def _send(self, method: base.Frame) -> None:
         self._ctx.machine.send_method(self.number, method)

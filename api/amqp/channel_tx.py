@@ -13,10 +13,18 @@ session decides what to do with it.
 by queue and acked, or rejected with or without requeue, one call per queue.
 A delivery whose queue was deleted meanwhile (even if a new queue of that name
 exists) has nothing left to settle.
+
+tx.commit answers once the transaction holds as a whole (:func:`settles_durable`
+for its acks): every publish confirmed (on a replicated queue: persisted by
+every in-sync replica), and every ack or discard on disk on the queues it
+touched and, when replicated, held by every in-sync follower. Otherwise the
+channel closes with RabbitMQ's 406 "partial tx completion".
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -26,7 +34,7 @@ from logbroker.errors import BrokerError
 from logbroker.message import Message
 from logbroker.queue.queue_endpoint import QueueEndpoint
 
-__all__ = ["Settlement", "Transaction", "apply_settlement"]
+__all__ = ["Settlement", "Transaction", "apply_settlement", "settles_durable"]
 
 T = TypeVar("T")
 
@@ -54,8 +62,11 @@ class Transaction(Generic[T]):
         return publishes, settlements
 
 
-def apply_settlement(broker: Broker, vhost: str, settlement: Settlement[QueueEndpoint]) -> None:
-    """Ack, or reject (requeue or not), the settled deliveries on their queues."""
+def apply_settlement(broker: Broker, vhost: str, settlement: Settlement[QueueEndpoint]
+                     ) -> list[QueueEndpoint]:
+    """Ack, or reject (requeue or not), the settled deliveries on their queues; returns
+    the queues where that settled messages (acks, rejects without requeue)."""
+    settled: list[QueueEndpoint] = []
     by_shell: dict[int, tuple[QueueEndpoint, list[int]]] = {}
     for _tag, entry in settlement.deliveries:
         by_shell.setdefault(id(entry.target), (entry.target, []))[1].append(entry.offset)
@@ -66,6 +77,15 @@ def apply_settlement(broker: Broker, vhost: str, settlement: Settlement[QueueEnd
             shell.ack(offsets)  # ack / reject pump the queue themselves
         else:
             shell.reject(offsets, settlement.requeue)
+        if settlement.ack or not settlement.requeue:
+            settled.append(shell)
+    return settled
+
+
+async def settles_durable(endpoints: Iterable[QueueEndpoint]) -> None:
+    """Every settle made so far on `endpoints` is durable (QueueEndpoint.settles_durable)."""
+    unique = {id(endpoint): endpoint for endpoint in endpoints}
+    await asyncio.gather(*(endpoint.settles_durable() for endpoint in unique.values()))
 
 
 def _current(broker: Broker, vhost: str, name: str) -> QueueEndpoint | None:

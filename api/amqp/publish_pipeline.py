@@ -27,8 +27,10 @@ finished) pops the finished entries from the head and
   "all up to N" means exactly this run.
 
 A *barrier* entry (tx.commit) runs its callback once every publish before it
-has been answered. A publish that fails inside the broker (a queue closed
-under it, a disk error) is nacked: the client must not count it as stored.
+has been answered, telling it whether all of those since the previous barrier
+were confirmed (a transaction with a refused publish fails as a whole). A
+publish that fails inside the broker (a queue closed under it, a disk error)
+is nacked: the client must not count it as stored.
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ class _Entry:
     batch: _Batch | None  # None: answered already (`answer`) or a barrier
     index: int = 0
     answer: PublishResult | None = None
-    barrier: Callable[[], None] | None = None
+    barrier: Callable[[bool], None] | None = None
+    generation: int = 0  # barriers passed before this entry was submitted
 
     @property
     def ready(self) -> bool:
@@ -105,6 +108,9 @@ class PublishPipeline:
         self.confirming = False
         self._next_seq = 1
         self._open: _Batch | None = None  # publishes of this loop iteration, not started
+        # Publishes between two barriers share a generation; the last one refused:
+        self._generation = 0
+        self._refused_generation = -1
 
     @property
     def pending(self) -> int:
@@ -121,7 +127,8 @@ class PublishPipeline:
             # A direct reply-to reply goes straight to its requester: answered at once.
             self._start_batch()  # earlier publishes keep their place in line
             answer = PublishResult(self._ctx.direct_reply.route(message), True)
-            self._entries.append(_Entry(seq, message, mandatory, None, answer=answer))
+            self._entries.append(_Entry(seq, message, mandatory, None, answer=answer,
+                                        generation=self._generation))
             self._schedule_drain()
             return
         size = len(message.body)
@@ -132,7 +139,8 @@ class PublishPipeline:
             asyncio.get_running_loop().call_soon(self._start_batch)
         batch.messages.append(message)
         batch.size_bytes += size
-        self._entries.append(_Entry(seq, message, mandatory, batch, len(batch.messages) - 1))
+        self._entries.append(_Entry(seq, message, mandatory, batch, len(batch.messages) - 1,
+                                    generation=self._generation))
         if len(batch.messages) >= MAX_BATCH:
             self._start_batch()
 
@@ -145,10 +153,13 @@ class PublishPipeline:
         batch.task = asyncio.ensure_future(publish)
         batch.task.add_done_callback(functools.partial(self._finished, batch.size_bytes))
 
-    def barrier(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` once every publish submitted so far has been answered."""
+    def barrier(self, callback: Callable[[bool], None]) -> None:
+        """Call ``callback`` once every publish submitted so far has been answered, with
+        whether every one since the previous barrier was confirmed."""
         self._start_batch()
-        self._entries.append(_Entry(0, None, False, None, barrier=callback))
+        self._entries.append(_Entry(0, None, False, None, barrier=callback,
+                                    generation=self._generation))
+        self._generation += 1
         self._schedule_drain()
 
     def close(self) -> None:
@@ -176,10 +187,12 @@ class PublishPipeline:
             if entry.barrier is not None:
                 self._send_confirms(confirms)
                 confirms = []
-                entry.barrier()
+                entry.barrier(self._refused_generation != entry.generation)
                 continue
             assert entry.message is not None
             result = entry.outcome()
+            if not result.confirmed:
+                self._refused_generation = entry.generation
             if entry.mandatory and not result.routed:
                 self._send_return(entry.message)
             if entry.seq:

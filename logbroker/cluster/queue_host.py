@@ -40,11 +40,12 @@ from typing import TYPE_CHECKING
 from logbroker import consuming
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_message import decode_message, encode_message
-from logbroker.errors import NOT_FOUND, BrokerError
+from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
 from logbroker.message import Message
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.message_meta import NO_EXPIRY
 from logbroker.queue.queue_shell import QueueShell
+from logbroker.queue.replication_gate import GateFenced
 
 if TYPE_CHECKING:
     from logbroker.cluster.cluster_node import ClusterNode
@@ -95,6 +96,7 @@ class QueueHost:
         rpc.handle("q.get", self._get)
         rpc.handle("q.counts", self._counts)
         rpc.handle("q.purge", self._purge)
+        rpc.handle("q.settles_durable", self._settles_durable)
         rpc.on_notice("q.settle", self._settle)
         rpc.on_notice("q.return", self._return)
         rpc.on_notice("q.cancel", self._cancel)
@@ -172,6 +174,15 @@ class QueueHost:
         await self._caught_up(envelope.header)
         shell = self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
         return Envelope("ok", {"count": shell.purge()})
+
+    async def _settles_durable(self, peer: str, envelope: Envelope) -> Envelope:
+        # The settles this waits for came before it on the same link: applied already.
+        shell = self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
+        try:
+            await shell.settles_durable()
+        except GateFenced as fenced:
+            raise BrokerError(PRECONDITION_FAILED, f"acks not replicated: {fenced}") from None
+        return Envelope("ok")
 
     # ------------------------------------------------------------- notices
 

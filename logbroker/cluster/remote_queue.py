@@ -96,6 +96,10 @@ class RemoteQueue:
     def schedule_pump(self) -> None:
         self._registry.schedule_turn()
 
+    async def settles_durable(self) -> None:
+        # A request goes after the settles posted before it (ClusterRpc.request flushes).
+        await self._registry.call(self._node, "q.settles_durable", self._header())
+
     async def consume(self, consumer: Consumer, sink: DeliverySink) -> None:
         registry = self._registry
         registry.sinks[sink.channel_key] = sink

@@ -93,9 +93,14 @@ class ReplicaFeed:
     def _judge(self, gate: ReplicationGate, shell: QueueShell, peer: str,
                header: dict[str, Any]) -> Stream | Truncate | Reset | Refuse:
         verdict: list[Stream | Truncate | Reset | Refuse] = []
-        gate.moved(lambda: verdict.append(gate.leader.on_fetch(
-            peer, int(header["e"]), int(header["n"]), int(header["le"]), gate.history,
-            shell.log.log_start_offset, _now_ms(), int(header.get("ls", header["n"])))))
+
+        def judge() -> None:
+            verdict.append(gate.leader.on_fetch(
+                peer, int(header["e"]), int(header["n"]), int(header["le"]), gate.history,
+                shell.log.log_start_offset, _now_ms(), int(header.get("ls", header["n"]))))
+            if isinstance(verdict[0], Stream):
+                gate.leader.follower_acked_version(peer, int(header["av"]))
+        gate.moved(judge)
         return verdict[0]
 
     # -------------------------------------------------------------- status

@@ -31,6 +31,11 @@ class QueueEndpoint(Protocol):
 
     def schedule_pump(self) -> None: ...
 
+    def settles_durable(self) -> Awaitable[None]:
+        """Resolves once every ack and discard made so far here is on disk (and, on a
+        replicated queue, held by every in-sync follower); raises if it cannot be."""
+        ...
+
 
 class RemoteQueueEndpoint(QueueEndpoint, Protocol):
     """A queue whose leader runs on another node (`node`)."""

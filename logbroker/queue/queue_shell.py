@@ -45,7 +45,7 @@ from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_stats import AppendWaiters, QueueCounters
 from logbroker.queue.record_cache import RecordCache
 from logbroker.queue.replica_setup import ReplicaSetup
-from logbroker.queue.replication_gate import ReplicationGate
+from logbroker.queue.replication_gate import GateFenced, ReplicationGate
 from logbroker.queue.settle_writer import SettleWriter
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
@@ -292,6 +292,18 @@ class QueueShell:
     def reject(self, offsets: Sequence[int], requeue: bool) -> None:
         self._run(self.core.reject(offsets, requeue))
         self.schedule_pump()
+
+    async def settles_durable(self) -> None:
+        """Every ack and discard so far is on disk here and, replicated, held by every
+        in-sync follower (a tx.commit waits for this); GateFenced if it cannot be."""
+        if self._effect_chain is not None:
+            await asyncio.shield(self._effect_chain)  # dead-lettering holds settles back
+        gate = self.replication
+        if gate is not None and not gate.settles:
+            raise GateFenced(gate.fenced or gate.isolated or "the queue settles nothing now")
+        await self._settler.durable()
+        if gate is not None:
+            await gate.acks_replicated()
 
     def channel_closed(self, channel_key: str) -> None:
         """Requeue what the channel left unacked (and forget its consumers)."""

@@ -41,11 +41,16 @@ class ReplicationGate:
         self.fenced: str | None = None
         self.paused: str | None = None  # a handover is under way: publishes wait elsewhere
         self.isolated: str | None = None  # cut off from the controller: maybe fenced already
-        self.acked_version = 0  # bumped whenever the cursor's range set grows
+        # Bumped whenever the cursor's range set grows; it starts from the epoch, so a
+        # version a follower got from an earlier leader is older than any of ours.
+        self.acked_version = leader.epoch << 32
         self.sync_batch_size = 4096
         self.on_high_watermark: Callable[[int], None] | None = None
         self.on_rejoin: Callable[[], None] | None = None  # acks held while isolated
         self._confirms: collections.deque[tuple[int, asyncio.Future[int], int]] = (
+            collections.deque())
+        # tx.commits waiting for followers to hold the acked ranges of a version:
+        self._ack_waiters: collections.deque[tuple[int, asyncio.Future[None]]] = (
             collections.deque())
 
     @property
@@ -89,6 +94,10 @@ class ReplicationGate:
                 if not future.done():
                     future.set_exception(GateFenced(reason))
             self._confirms.clear()
+            for _, waiter in self._ack_waiters:
+                if not waiter.done():
+                    waiter.set_exception(GateFenced(reason))
+            self._ack_waiters.clear()
             self.changes.notify()
 
     # ----------------------------------------------------------- from the shell
@@ -118,6 +127,26 @@ class ReplicationGate:
         self.leader.set_ack_floor(ack_floor)
         self.changes.notify()
 
+    def acks_replicated(self) -> asyncio.Future[None]:
+        """A future resolved once every in-sync follower holds the acked ranges as they are
+        now (a transaction's acks); failed if the gate is fenced, isolated or has fewer
+        in-sync replicas than the queue needs."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        refusal = self.fenced or self.isolated or self.leader.publish_refusal()
+        if refusal is not None:
+            future.set_exception(GateFenced(refusal))
+            return future
+        self._ack_waiters.append((self.acked_version, future))
+        self._release_acks()
+        return future
+
+    def _release_acks(self) -> None:
+        held = self.leader.acked_version_in_sync(self.acked_version)
+        while self._ack_waiters and self._ack_waiters[0][0] <= held:
+            _, future = self._ack_waiters.popleft()
+            if not future.done():
+                future.set_result(None)
+
     # --------------------------------------------------------- from the feed
 
     def moved(self, change: Callable[[], object]) -> None:
@@ -127,6 +156,8 @@ class ReplicationGate:
     def _moved(self, change: Callable[[], object]) -> None:
         before = self.leader.high_watermark
         change()
+        if self._ack_waiters:  # a fetch's acked version, or a smaller in-sync set
+            self._release_acks()
         after = self.leader.high_watermark
         if after > before:
             self._release(after)

@@ -40,6 +40,7 @@ class SettleWriter:
             GroupCommitter(cursor, CURSOR_FSYNC))
         self._pending: list[tuple[int, int]] = []  # settled, not yet given to the cursor
         self._background: set[asyncio.Future[None]] = set()
+        self._last_write: asyncio.Future[None] | None = None
         self._reclaiming = False
         self.closed = False
 
@@ -54,13 +55,21 @@ class SettleWriter:
         ranges, self._pending = self._pending, []
         if ranges and not self.closed:
             written = self._committer.submit(ranges)
-            self._in_background(written).add_done_callback(self._written)
+            self._last_write = self._in_background(written)
+            self._last_write.add_done_callback(self._written)
 
     def _written(self, task: asyncio.Future[None]) -> None:
         if task.cancelled() or task.exception() is not None or self.closed:
             return
         self._on_settled(self._cursor.ack_floor)
         self.reclaim()
+
+    async def durable(self) -> None:
+        """Every settle so far is synced to disk and reported (`on_settled`)."""
+        self.flush()
+        if self._last_write is not None:
+            await asyncio.shield(self._last_write)  # writes land in submission order
+        await self._committer.sync()
 
     def reclaim(self) -> None:
         """Delete the segments that are settled and beyond retention (see `retention`)."""

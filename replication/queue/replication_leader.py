@@ -133,6 +133,7 @@ class ReplicationLeader:
         self._pending: tuple[str, ...] | None = None
         self._retry = False  # the pending proposal's outcome is unknown: propose it again
         self._ack_floor = 0
+        self._acked_versions: dict[str, int] = {}  # what each follower's last fetch held
         self._log_start = 0  # the leader's, as of the last fetch
         self._full_sync: set[str] = set()  # manual mode: asked to copy everything (`sync`)
         self._drop_copy: set[str] = set()  # `cancel_sync`: start over at the end
@@ -254,6 +255,17 @@ class ReplicationLeader:
         progress = self._progress.get(follower)
         if progress is not None:
             progress.caught_up_ms = -(1 << 62)
+
+    def follower_acked_version(self, follower: str, version: int) -> None:
+        """`follower`'s fetch says it holds the leader's acked ranges as of `version`."""
+        if follower in self._progress:
+            self._acked_versions[follower] = version
+
+    def acked_version_in_sync(self, current: int) -> int:
+        """The newest acked-range version every in-sync follower holds (`current`, the
+        leader's own, when no follower is in sync)."""
+        return min((self._acked_versions.get(node, -1) for node in self._in_sync
+                    if node != self.node), default=current)
 
     def set_ack_floor(self, ack_floor: int) -> None:
         """Every message below `ack_floor` is settled: a copy need not hold it."""

@@ -136,18 +136,25 @@ async def test_a_barrier_waits_for_the_publishes_before_it(harness: Harness) -> 
         async def publish_batch(self, _vhost: str, messages: list[Message]
                                 ) -> list[PublishResult]:
             await gate
-            return [PublishResult(True, True) for _ in messages]
+            return [PublishResult(True, m.body != b"no") for m in messages]
 
     harness.broker.publisher = SlowPublisher()  # type: ignore[assignment]
     pipeline = PublishPipeline(harness.ctx, 1)
     reached: list[int] = []
     pipeline.submit(Message("", "q", b"x"), mandatory=False)
-    pipeline.barrier(lambda: reached.append(1))
+    pipeline.barrier(lambda all_confirmed: reached.append(int(all_confirmed)))
     await settle(3)
     assert reached == [] and pipeline.pending == 2
     gate.set_result(None)
     await settle(3)
     assert reached == [1] and pipeline.pending == 0
+    # A barrier tells whether every publish since the previous one was confirmed.
+    pipeline.submit(Message("", "q", b"no"), mandatory=False)
+    pipeline.barrier(lambda all_confirmed: reached.append(int(all_confirmed)))
+    pipeline.submit(Message("", "q", b"yes"), mandatory=False)
+    pipeline.barrier(lambda all_confirmed: reached.append(int(all_confirmed)))
+    await settle(3)
+    assert reached == [1, 0, 1]
 
 
 # -- the channel session ---------------------------------------------------------------------
@@ -210,6 +217,38 @@ async def test_tx_commit_answers_after_its_publishes_and_rollback_restores_acks(
         406, "PRECONDITION_FAILED - cannot switch from tx to confirm mode")
     shell = harness.broker.queue("/", "q")
     assert shell is not None and shell.core.unacked_count == 0
+
+
+async def test_tx_commit_waits_for_its_acks_on_disk(harness: Harness) -> None:
+    channel = harness.channel()
+    method(channel, commands.Queue.Declare(queue="q", durable=True))
+    publish(channel, b"m")
+    method(channel, commands.Basic.Get(queue="q"))
+    method(channel, commands.Tx.Select())
+    method(channel, commands.Basic.Ack(delivery_tag=1))
+    await settle()
+    shell = harness.broker.queue("/", "q")
+    assert shell is not None and shell.cursor.ack_floor == 0  # held by the transaction
+    harness.machine.take()
+    method(channel, commands.Tx.Commit())
+    while "Tx.CommitOk" not in harness.machine.names():
+        await asyncio.sleep(0)
+    assert shell.cursor.ack_floor == 1  # written (and synced) before commit-ok
+
+
+async def test_a_tx_with_a_refused_publish_fails_as_a_whole(harness: Harness) -> None:
+    channel = harness.channel()
+    method(channel, commands.Queue.Declare(queue="q", arguments={
+        "x-max-length": 1, "x-overflow": "reject-publish"}))
+    method(channel, commands.Tx.Select())
+    publish(channel, b"fits")
+    publish(channel, b"refused")
+    method(channel, commands.Tx.Commit())
+    await settle()
+    assert "Tx.CommitOk" not in harness.machine.names()
+    assert harness.machine.channel_closes == [
+        (1, 406, "PRECONDITION_FAILED - partial tx completion", 90, 20)]
+    assert harness.closed == [1]
 
 
 async def test_global_prefetch_limits_deliveries_across_queues(harness: Harness) -> None:

@@ -62,7 +62,7 @@ class FollowingSink:
         return None
 
 
-async def _replicated_queue_on_a(cluster: dict[str, ClusterNode], name: str) -> None:
+async def replicated_queue_on_a(cluster: dict[str, ClusterNode], name: str) -> None:
     a = cluster["a"]
     await definitions.declare_queue(a.broker, session(a), name, durable=True,
                                     arguments=REPLICATED)
@@ -78,7 +78,7 @@ async def test_consumers_follow_a_handover_unless_they_asked_to_be_cancelled(
     cluster: dict[str, ClusterNode],
 ) -> None:
     a, b, c = cluster["a"], cluster["b"], cluster["c"]
-    await _replicated_queue_on_a(cluster, "moving")
+    await replicated_queue_on_a(cluster, "moving")
     local = FollowingSink(a, "conn-a:1")  # on the leader itself
     remote = FollowingSink(b, "conn-b:1")  # forwarded to the leader
     await local.consume("moving", "on-a")
@@ -116,7 +116,7 @@ async def test_a_consumer_whose_queue_is_deleted_is_cancelled(
     cluster: dict[str, ClusterNode],
 ) -> None:
     a, b = cluster["a"], cluster["b"]
-    await _replicated_queue_on_a(cluster, "going")
+    await replicated_queue_on_a(cluster, "going")
     remote = FollowingSink(b, "conn-b:2")
     await remote.consume("going", "gone")
     await definitions.delete_queue(a.broker, session(a), "going")

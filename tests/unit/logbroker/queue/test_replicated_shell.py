@@ -12,7 +12,7 @@ from logbroker.message import Message
 from logbroker.queue.queue_core import Admission, QueueLimits
 from logbroker.queue.queue_shell import QueueSettings, QueueShell
 from logbroker.queue.replica_setup import ReplicaSetup
-from logbroker.queue.replication_gate import ReplicationGate
+from logbroker.queue.replication_gate import GateFenced, ReplicationGate
 from segments.memory_filesystem import MemoryFileSystem
 
 SETTINGS = QueueSettings(vhost="/", name="q", durable=True, limits=QueueLimits())
@@ -92,3 +92,40 @@ async def test_a_promoted_copy_flags_held_messages_its_predecessor_may_have_deli
         "n2", 2, ("n2", "n1", "n3"), ("n2",)))
     assert [redelivered for _, redelivered in drain(reopened)] == [True, True, True]
     await reopened.close()
+
+
+def fetch_with_acks(gate: ReplicationGate, follower: str, next_offset: int,
+                    acked_version: int) -> None:
+    def judge() -> None:
+        gate.leader.on_fetch(follower, gate.leader.epoch, next_offset, gate.leader.epoch,
+                             gate.history, 0, 0)
+        gate.leader.follower_acked_version(follower, acked_version)
+    gate.moved(judge)
+
+
+@pytest.mark.asyncio
+async def test_settles_are_durable_once_every_in_sync_follower_holds_them() -> None:
+    fs = MemoryFileSystem()
+    shell = QueueShell.open(SETTINGS, fs, "/q", ReplicaSetup("n1", 2, MEMBERS, MEMBERS))
+    gate = shell.replication
+    assert gate is not None
+    await write(shell, 2)
+    for follower in ("n2", "n3"):
+        fetch(gate, follower, 2)
+    offset = drain(shell)[0][0]
+    shell.ack([offset])
+    waiting = asyncio.ensure_future(shell.settles_durable())
+    await asyncio.sleep(0.05)
+    assert shell.cursor.ack_floor == 1 and not waiting.done()  # on disk here, not there
+    version = gate.acked_version
+    assert version > 2 << 32  # versions start at the epoch: older leaders' are smaller
+    fetch_with_acks(gate, "n2", 2, version)
+    fetch_with_acks(gate, "n3", 2, (1 << 32) + 99)  # a version from epoch 1's leader
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    fetch_with_acks(gate, "n3", 2, version)
+    await asyncio.wait_for(waiting, 1.0)
+    gate.fence("epoch 3 began")
+    with pytest.raises(GateFenced):
+        await shell.settles_durable()
+    await shell.close()

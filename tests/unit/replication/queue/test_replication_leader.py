@@ -496,3 +496,16 @@ def test_a_follower_whose_node_is_down_is_dropped_without_waiting_out_the_lag() 
     fetch(leader, "b", 11, now_ms=102)
     assert leader.tick(103) == ("a", "b")
     leader.follower_down("x")  # not a member: nothing happens
+
+
+def test_acked_versions_count_for_the_in_sync_followers_only() -> None:
+    leader = make_leader()
+    assert leader.acked_version_in_sync(7) == -1  # no follower said anything yet
+    leader.follower_acked_version("b", 7)
+    leader.follower_acked_version("c", 5)
+    leader.follower_acked_version("x", 9)  # not a member: ignored
+    assert leader.acked_version_in_sync(7) == 5
+    leader.in_sync_committed(("a", "b"))
+    assert leader.acked_version_in_sync(7) == 7
+    leader.in_sync_committed(("a",))
+    assert leader.acked_version_in_sync(8) == 8  # alone: the leader's own version
