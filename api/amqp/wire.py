@@ -69,6 +69,8 @@ HEARTBEAT_FRAME = struct.pack(">BHI", FRAME_HEARTBEAT, 0, 0) + FRAME_END_BYTES
 _FRAME_HEADER = struct.Struct(">BHI")
 _METHOD_IDS = struct.Struct(">HH")
 _CONTENT_PREFIX = struct.Struct(">HHQ")
+_TICKET = struct.Struct(">H")  # as pamqp decodes a short
+_PUBLISH_ID = (commands.Basic.frame_id << 16) | commands.Basic.Publish.frame_id
 
 
 class ProtocolError(Exception):
@@ -176,6 +178,10 @@ def decode_method(payload: bytes) -> base.Frame:
             ReplyCode.FRAME_ERROR, f"method frame too short ({len(payload)} bytes) for a method id"
         )
     class_id, method_id = method_ids(payload)
+    if (class_id << 16) | method_id == _PUBLISH_ID:
+        publish = _decode_publish(payload)
+        if publish is not None:
+            return publish
     cls = cast("type[base.Frame] | None", commands.INDEX_MAPPING.get((class_id << 16) | method_id))
     if cls is None:
         raise ProtocolError(
@@ -194,6 +200,28 @@ def decode_method(payload: bytes) -> base.Frame:
             class_id,
             method_id,
         ) from err
+    return method
+
+
+def _decode_publish(payload: bytes) -> commands.Basic.Publish | None:
+    """basic.publish, the one method on the hot path, decoded as pamqp's generic
+    `unmarshal` would (about 5x faster); None when the arguments are anything but
+    well formed, so pamqp decodes them (and words the error) as for any method."""
+    try:
+        (ticket,) = _TICKET.unpack_from(payload, 4)
+        exchange_end = 7 + payload[6]
+        routing_key_end = exchange_end + 1 + payload[exchange_end]
+        bits = payload[routing_key_end]
+        exchange = payload[7:exchange_end].decode("utf-8")
+        routing_key = payload[exchange_end + 1 : routing_key_end].decode("utf-8")
+    except (struct.error, IndexError, UnicodeDecodeError):
+        return None
+    method = commands.Basic.Publish.__new__(commands.Basic.Publish)
+    method.ticket = ticket
+    method.exchange = exchange
+    method.routing_key = routing_key
+    method.mandatory = bits & 1 != 0
+    method.immediate = bits & 2 != 0
     return method
 
 
@@ -217,8 +245,36 @@ def decode_content_header(payload: bytes) -> ContentHeaderPrefix:
     return ContentHeaderPrefix(int(class_id), int(weight), int(body_size))
 
 
+# Publishers tend to send the same properties again and again (often just
+# delivery-mode): decoded ones without headers (so holding only immutable values)
+# are kept by their wire bytes and handed out as copies, at a third of the cost.
+_PROPERTIES_SEEN: dict[bytes, commands.Basic.Properties] = {}
+_PROPERTIES_SEEN_MAX = 256
+_PROPERTY_NAMES: tuple[str, ...] = tuple(commands.Basic.Properties.__slots__)
+
+
 def decode_properties(payload: bytes) -> commands.Basic.Properties:
     """The basic properties of a content-header payload (class 60)."""
+    wire_bytes = payload[_CONTENT_PREFIX.size :]
+    seen = _PROPERTIES_SEEN.get(wire_bytes)
+    if seen is not None:
+        return _copy_properties(seen)
+    properties = _decode_properties(payload)
+    if properties.headers is None:
+        if len(_PROPERTIES_SEEN) >= _PROPERTIES_SEEN_MAX:
+            _PROPERTIES_SEEN.clear()
+        _PROPERTIES_SEEN[wire_bytes] = _copy_properties(properties)
+    return properties
+
+
+def _copy_properties(source: commands.Basic.Properties) -> commands.Basic.Properties:
+    copied = commands.Basic.Properties.__new__(commands.Basic.Properties)
+    for name in _PROPERTY_NAMES:
+        setattr(copied, name, getattr(source, name))
+    return copied
+
+
+def _decode_properties(payload: bytes) -> commands.Basic.Properties:
     content_header = header.ContentHeader()
     try:
         content_header.unmarshal(payload)

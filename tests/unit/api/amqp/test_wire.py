@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import struct
 import warnings
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pamqp import base, commands, frame
 
 from api.amqp.wire import ProtocolError, decode_method, encode_method, method_name, parse_frame
@@ -68,3 +71,40 @@ def test_method_names_are_spelled_like_rabbitmq() -> None:
 def test_protocol_error_text_has_the_reply_name() -> None:
     err = ProtocolError(501, "boom")
     assert err.text == "FRAME_ERROR - boom" and not err.lost_sync
+
+
+def _publish_fields(method: base.Frame) -> tuple[object, ...]:
+    return tuple(getattr(method, name) for name in commands.Basic.Publish.__slots__)
+
+
+@given(st.integers(0, 0xFFFF), st.text(max_size=40), st.text(max_size=80), st.integers(0, 255),
+       st.binary(max_size=4))
+def test_the_basic_publish_fast_path_decodes_as_pamqp_does(
+    ticket: int, exchange: str, routing_key: str, bits: int, trailing: bytes,
+) -> None:
+    encoded_exchange, encoded_key = exchange.encode()[:255], routing_key.encode()[:255]
+    args = (struct.pack(">H", ticket) + bytes([len(encoded_exchange)]) + encoded_exchange
+            + bytes([len(encoded_key)]) + encoded_key + bytes([bits]) + trailing)
+    reference = commands.Basic.Publish.__new__(commands.Basic.Publish)
+    try:
+        reference.unmarshal(args)
+    except Exception:
+        with pytest.raises(ProtocolError):  # a string cut inside a UTF-8 sequence
+            decode_method(struct.pack(">HH", 60, 40) + args)
+        return
+    decoded = decode_method(struct.pack(">HH", 60, 40) + args)
+    assert isinstance(decoded, commands.Basic.Publish)
+    assert _publish_fields(decoded) == _publish_fields(reference)
+
+
+@given(st.binary(max_size=16))
+def test_a_malformed_basic_publish_fails_as_pamqp_decides(args: bytes) -> None:
+    reference = commands.Basic.Publish.__new__(commands.Basic.Publish)
+    try:
+        reference.unmarshal(args)
+    except Exception:
+        with pytest.raises(ProtocolError):
+            decode_method(struct.pack(">HH", 60, 40) + args)
+        return
+    assert _publish_fields(decode_method(struct.pack(">HH", 60, 40) + args)) == \
+        _publish_fields(reference)
