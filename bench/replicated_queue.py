@@ -146,3 +146,23 @@ class MachineLoad:
                 "load_avg_end": [round(v, 2) for v in os.getloadavg()],
                 "cpu_busy_s": round(busy, 1), "cpu_own_s": round(own, 1),
                 "cpu_other_s": round(max(0.0, busy - own), 1)}
+
+
+def settle_machine(max_s: float = 30.0, busy_cores_max: float = 0.15,
+                   window_s: float = 0.5) -> float:
+    """Flush dirty pages (`sync`) and wait until the machine is quiet: less than
+    `busy_cores_max` cores busy over `window_s`, for at most `max_s`; returns the wait.
+
+    Trials of two brokers alternate on one machine; without this, one's background
+    work after its trial (a quorum queue's WAL flush and compaction, kernel writeback
+    of its files) runs during the other's trial and slows its fsyncs.
+    """
+    started = time.monotonic()
+    os.sync()
+    while time.monotonic() - started < max_s:
+        before = MachineLoad._busy_s()
+        time.sleep(window_s)
+        if (MachineLoad._busy_s() - before) / window_s < busy_cores_max:
+            break
+    return round(time.monotonic() - started, 2)
+

@@ -47,6 +47,7 @@ from bench.replicated_queue import (
     MachineLoad,
     declare_replicated,
     delete_queue,
+    settle_machine,
     wait_all_in_sync,
 )
 from bench.replication_catchup import run_catch_up
@@ -111,8 +112,9 @@ def run_throughput(targets: dict[str, Target], args: argparse.Namespace) -> Resu
             url, queue, delete = prepare()
             say(f"trial {trial + 1}/{args.trials} {name}: {args.messages} messages "
                 f"to {queue} via {url.split('@')[-1]}")
+            settled_s = settle_machine(args.settle_max_s)
             try:
-                trials[name].append(_workloads(url, queue, args))
+                trials[name].append({**_workloads(url, queue, args), "settled_s": settled_s})
             finally:
                 delete()
             say(f"  {trials[name][-1]}")
@@ -170,6 +172,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         add(f"--{flag}", type=int, default=default, help=f"{text} (default {default})")
     add("--compare-duration-s", type=float, default=10.0,
         help="publish+confirm time without and during the catch-up (default 10)")
+    add("--settle-max-s", type=float, default=30.0,
+        help="before each throughput trial, sync and wait up to this long for a quiet "
+             "machine (default 30)")
     add("--compare-rabbitmq", action="store_true",
         help="also run the throughput trials on a 3-node RabbitMQ cluster (quorum queue)")
     add("--failover-timeout-s", type=float, default=30.0, help="bound on one failover")

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from logbroker import consuming
+from logbroker.broker import MOVE_WAIT_S
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_message import decode_message, encode_message
 from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
@@ -110,11 +111,21 @@ class QueueHost:
         if driver.applied_index < index:
             await driver.wait_applied(index, self.node.settings.proposal_timeout_s)
 
-    def _shell(self, vhost: str, name: str) -> QueueShell:
-        shell = self.node.broker.queue(vhost, name)
+    async def _shell(self, vhost: str, name: str) -> QueueShell:
+        shell = await self._opened(vhost, name)
         if shell is None:
             raise BrokerError(NOT_FOUND, f"no queue '{name}' in vhost '{vhost}' "
                               f"on node {self.node.node_name}")
+        return shell
+
+    async def _opened(self, vhost: str, name: str) -> QueueShell | None:
+        """The queue's shell here; one this node was just elected to lead (a failover or
+        handover under way) is waited for, briefly, rather than answered 404."""
+        broker = self.node.broker
+        shell = broker.queue(vhost, name)
+        if shell is None and broker.roles is not None and broker.leads_queue(vhost, name):
+            await broker.roles.moved(vhost, name, MOVE_WAIT_S)
+            shell = broker.queue(vhost, name)
         return shell
 
     # ------------------------------------------------------------ requests
@@ -125,9 +136,11 @@ class QueueHost:
         broker = self.node.broker
         routed: list[tuple[Message, list[QueueShell]]] = []
         missing: set[int] = set()
+        opened = {str(name): await self._opened(vhost, str(name))
+                  for names in envelope.header["t"] for name in names}
         for index, (blob, names) in enumerate(zip(envelope.blobs, envelope.header["t"],
                                                   strict=True)):
-            shells = [broker.queue(vhost, str(name)) for name in names]
+            shells = [opened[str(name)] for name in names]
             if any(shell is None for shell in shells):
                 missing.add(index)  # not led here (any more): not confirmed
             routed.append((decode_message(blob), [s for s in shells if s is not None]))
@@ -139,7 +152,7 @@ class QueueHost:
         await self._caught_up(envelope.header)
         header = envelope.header
         vhost, name = str(header["v"]), str(header["q"])
-        shell = self._shell(vhost, name)
+        shell = await self._shell(vhost, name)
         sink = self._sink(peer, str(header["ck"]))
         consumer = Consumer(str(header["tag"]), sink.channel_key,
                             prefetch_count=int(header["prefetch"]),
@@ -154,7 +167,7 @@ class QueueHost:
         await self._caught_up(envelope.header)
         header = envelope.header
         vhost, name = str(header["v"]), str(header["q"])
-        shell = self._shell(vhost, name)
+        shell = await self._shell(vhost, name)
         sink = self._sink(peer, str(header["ck"]))
         sink.queues.add((vhost, name))
         found = shell.get(sink.channel_key, bool(header["no_ack"]))
@@ -166,18 +179,18 @@ class QueueHost:
 
     async def _counts(self, peer: str, envelope: Envelope) -> Envelope:
         await self._caught_up(envelope.header)
-        shell = self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
+        shell = await self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
         return Envelope("ok", {"messages": shell.core.message_count,
                                "consumers": shell.core.consumer_count})
 
     async def _purge(self, peer: str, envelope: Envelope) -> Envelope:
         await self._caught_up(envelope.header)
-        shell = self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
+        shell = await self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
         return Envelope("ok", {"count": shell.purge()})
 
     async def _settles_durable(self, peer: str, envelope: Envelope) -> Envelope:
         # The settles this waits for came before it on the same link: applied already.
-        shell = self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
+        shell = await self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
         try:
             await shell.settles_durable()
         except GateFenced as fenced:

@@ -21,7 +21,8 @@ TARGETS = {"publish_confirm_ge_1x_rabbitmq_quorum", "failover_p50_under_1s",
 def test_bench_prints_every_figure() -> None:
     result = run_bench("replication_bench.py", [
         "--messages", "300", "--trials", "1", "--rounds", "1", "--catch-up-messages", "3000",
-        "--compare-duration-s", "1", "--failover-timeout-s", "15", "--stable-timeout-s", "30",
+        "--compare-duration-s", "1", "--settle-max-s", "2", "--failover-timeout-s", "15",
+        "--stable-timeout-s", "30",
         "--start-timeout-s", "30", "--timeout-s", "30", "--catch-up-timeout-s", "40"],
         timeout_s=85)
     assert result["bench"] == "replication"
