@@ -33,6 +33,7 @@ relabel records.
 
 from __future__ import annotations
 
+import functools
 import struct
 import sys
 from array import array
@@ -108,12 +109,17 @@ class EncodedBatch(NamedTuple):
         return len(self.head) + len(self.payload)
 
 
+@functools.lru_cache(maxsize=256)
+def _header_name(name: str) -> bytes:
+    """A header name as stored: length, then UTF-8 (a broker uses a handful of names)."""
+    encoded = name.encode()
+    return HEADER_KEY.pack(len(encoded)) + encoded
+
+
 def _encode_headers(headers: Headers) -> bytes:
     parts: list[bytes] = []
     for name, value in headers:
-        encoded_name = name.encode()
-        parts.append(HEADER_KEY.pack(len(encoded_name)))
-        parts.append(encoded_name)
+        parts.append(_header_name(name))
         if value is None:
             parts.append(HEADER_VALUE.pack(-1))
         else:

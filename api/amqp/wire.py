@@ -97,7 +97,7 @@ class ProtocolError(Exception):
         super().__init__(self.text)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: three of these per message, and frozen ones cost 3x
 class RawFrame:
     """One complete frame, payload not yet decoded."""
 
@@ -134,8 +134,7 @@ def parse_frame(
             f"0x{buf[end - 1]:02x} instead of the frame-end marker 0xce",
             lost_sync=True,
         )
-    with memoryview(buf) as view:
-        payload = bytes(view[start + _FRAME_HEADER.size : end - 1])
+    payload = bytes(buf[start + _FRAME_HEADER.size : end - 1])
     return RawFrame(frame_type, channel, payload), end
 
 
