@@ -53,7 +53,7 @@ class MessageTooLarge(Exception):
         super().__init__(f"message size {body_size} is larger than configured max size {limit}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per message: not frozen, which would cost 3x to build
 class AssembledMessage:
     """A complete published message."""
 

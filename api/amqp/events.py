@@ -85,7 +85,7 @@ class ChannelMethod:
     method: base.Frame
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per message: not frozen, which would cost 3x to build
 class Publish:
     """A complete basic.publish: method, content header properties and the whole body."""
 

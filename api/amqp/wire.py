@@ -224,7 +224,7 @@ def _decode_publish(payload: bytes) -> commands.Basic.Publish | None:
     return method
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per message: not frozen, which would cost 3x to build
 class ContentHeaderPrefix:
     """The fixed part of a content header: class id, weight, body size."""
 

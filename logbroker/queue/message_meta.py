@@ -18,7 +18,7 @@ NO_EXPIRY = 0
 _COMPACT_MIN = 4096
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per message: not frozen, which would cost 3x to build
 class MessageMeta:
     size_bytes: int
     expires_at_ms: int = NO_EXPIRY
