@@ -10,6 +10,13 @@ queue's record before every fetch, so a new leader or epoch is followed at
 once. Errors (leader unreachable, refused while the metadata catches up)
 back off, bounded, and retry: the loop ends only when the broker stops it.
 
+A follower that is far behind the leader (more than `CATCH_UP_LAG` below
+the high watermark: it is copying a backlog, and is not in sync, so no
+confirm waits for it) rests after each fetch as long as that fetch took.
+The copy then uses about half of what the two nodes can give it, and the
+queue's publishers keep the rest: RabbitMQ paces a mirror's sync in batches
+(`ha-sync-batch-size`), Kafka throttles catching-up replicas with quotas.
+
 Nothing here serves clients. Promotion closes the replica (`stop`) and the
 broker opens the queue shell on the same directory.
 """
@@ -20,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import time
 from typing import TYPE_CHECKING
 
 from logbroker.cluster.envelope import Envelope
@@ -36,6 +44,8 @@ Key = tuple[str, str]
 FETCH_TIMEOUT_S = 5.0
 BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 1.0
+CATCH_UP_LAG = 10_000  # messages below the high watermark: copying a backlog
+CATCH_UP_REST_MAX_S = 0.5
 
 
 class QueueFollowers:
@@ -121,6 +131,10 @@ class QueueFollowers:
                 await self._pause(key, backoff)
                 backoff = min(BACKOFF_MAX_S, backoff * 2)
 
+    async def _rest(self, key: Key, seconds: float) -> None:
+        """Copying a backlog: leave the two nodes `seconds` for the queue's publishers."""
+        await self._pause(key, seconds)
+
     async def _pause(self, key: Key, seconds: float) -> None:
         """Sleep, unless the queue's record changes first (a new leader to fetch from)."""
         wake = self._wake.get(key)
@@ -143,10 +157,13 @@ class QueueFollowers:
                   "le": replica.last_epoch, "ls": replica.log_start,
                   "av": replica.acked_version,
                   "hw": replica.high_watermark or 0}
+        started = time.monotonic()
         answer = await self.node.rpc.call(record.leader_node, Envelope("r.fetch", header),
                                           FETCH_TIMEOUT_S)
         if answer.op == "stream":
             await self._take(key, replica, answer)
+            if int(answer.header["hw"]) - replica.next_offset > CATCH_UP_LAG:
+                await self._rest(key, min(CATCH_UP_REST_MAX_S, time.monotonic() - started))
             return True
         if answer.op == "truncate":
             cut = replica.truncate(Truncate(int(answer.header["to"]),
