@@ -43,7 +43,7 @@ class UnknownDeliveryTag(Exception):
         self.tag = tag
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per delivery: not frozen, which would cost 3x to build
 class Unacked(Generic[T]):
     """One delivery waiting for its ack: where it came from."""
 

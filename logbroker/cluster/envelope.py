@@ -38,7 +38,7 @@ class EnvelopeDecodeError(ValueError):
     """Bytes that are not a cluster frame."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per delivery or notice: not frozen, which would cost 3x to build
 class Envelope:
     op: str
     header: dict[str, Any] = field(default_factory=dict)
