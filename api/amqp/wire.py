@@ -321,10 +321,35 @@ def _encode_arguments(method: base.Frame) -> bytes:
     return b"".join(out)
 
 
+_DELIVERY_TAG = struct.Struct(">Q")
+
+
+def _encode_deliver(method: commands.Basic.Deliver) -> bytes | None:
+    """basic.deliver's arguments, as `_encode_arguments` would write them (about 5x
+    faster: one per delivery); None when a field is unusual, for the generic path."""
+    tag, exchange, key = method.consumer_tag, method.exchange, method.routing_key
+    delivery_tag = method.delivery_tag
+    if not (isinstance(tag, str) and isinstance(exchange, str) and isinstance(key, str)
+            and isinstance(delivery_tag, int) and 0 <= delivery_tag < 1 << 63):
+        return None
+    encoded_tag, encoded_exchange, encoded_key = tag.encode(), exchange.encode(), key.encode()
+    if max(len(encoded_tag), len(encoded_exchange), len(encoded_key)) > 255:
+        return None
+    return b"".join((
+        bytes((len(encoded_tag),)), encoded_tag, _DELIVERY_TAG.pack(delivery_tag),
+        b"\x01" if method.redelivered else b"\x00",
+        bytes((len(encoded_exchange),)), encoded_exchange,
+        bytes((len(encoded_key),)), encoded_key))
+
+
 def encode_method(channel: int, method: base.Frame) -> bytes:
     """One method frame. Raises ValueError if an argument cannot be encoded."""
     try:
-        arguments = _encode_arguments(method)
+        arguments = None
+        if type(method) is commands.Basic.Deliver:
+            arguments = _encode_deliver(method)
+        if arguments is None:
+            arguments = _encode_arguments(method)
     except (TypeError, ValueError, struct.error) as err:
         raise ValueError(f"cannot encode {method_name(method)}: {err}") from err
     return _frame(FRAME_METHOD, channel, _METHOD_IDS.pack(*_split_index(method.index)) + arguments)
