@@ -134,3 +134,18 @@ def test_the_basic_deliver_fast_path_encodes_as_the_generic_one(
         assert fast is None  # too long for a short string: the generic path raises
         return
     assert fast == generic
+
+
+@given(st.binary(min_size=0, max_size=12))
+def test_basic_ack_decodes_as_pamqp_does(args: bytes) -> None:
+    reference = commands.Basic.Ack.__new__(commands.Basic.Ack)
+    try:
+        reference.unmarshal(args)
+    except Exception:
+        with pytest.raises(ProtocolError):
+            decode_method(struct.pack(">HH", 60, 80) + args)
+        return
+    decoded = decode_method(struct.pack(">HH", 60, 80) + args)
+    assert isinstance(decoded, commands.Basic.Ack)
+    assert (decoded.delivery_tag, decoded.multiple) == (reference.delivery_tag,
+                                                        reference.multiple)
