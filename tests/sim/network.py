@@ -38,6 +38,21 @@ class Network(Generic[M]):
     _queue: list[tuple[int, int, M]] = field(default_factory=list)
     _seq: int = 0
 
+    def partition(self, rng: random.Random, ids: list[str]) -> str:
+        """Cut `ids` (shuffled with `rng`) in two sides, both ways or (a quarter of the
+        time) one way only; returns how, for the trace."""
+        rng.shuffle(ids)
+        cut = rng.randint(1, len(ids) - 1)
+        side_a, side_b = ids[:cut], ids[cut:]
+        one_way = rng.random() < 0.25
+        for a in side_a:
+            for b in side_b:
+                self.blocked.add((a, b))
+                if not one_way:
+                    self.blocked.add((b, a))
+        arrow = "-/>" if one_way else "</>"
+        return f"partition {sorted(side_a)} {arrow} {sorted(side_b)}"
+
     def send(self, message: M, now: int, duplicable: bool = True) -> None:
         """Queue `message`; a non-`duplicable` one (a forwarded publish: TCP never
         delivers a frame twice) may still be lost, delayed and reordered."""

@@ -221,20 +221,10 @@ class QueueSimulation:
                 peer.link_restored(node.id)
 
     def _partition(self) -> None:
-        ids = list(NODES)
-        self.rng.shuffle(ids)
-        cut = self.rng.randint(1, len(ids) - 1)
-        side_a, side_b = ids[:cut], ids[cut:]
-        one_way = self.rng.random() < 0.25
-        for a in side_a:
-            for b in side_b:
-                self.network.blocked.add((a, b))
-                if not one_way:
-                    self.network.blocked.add((b, a))
+        cut = self.network.partition(self.rng, list(NODES))
         self.partition_until = self.now + self.rng.randint(10, 80)
         self.stats["partitions"] += 1
-        arrow = "-/>" if one_way else "</>"
-        self.log(f"partition {sorted(side_a)} {arrow} {sorted(side_b)}")
+        self.log(cut)
 
     def _heal_partition(self) -> None:
         if self.network.blocked:
