@@ -3,10 +3,13 @@
 Theory of operation. `submit(item)` queues the item and returns a future.
 A single flusher task takes everything queued (up to `group_items_max`),
 hands it to the target's `append_group` as one write, and then, under the
-`always` policy, runs `sync` on a worker thread. While that fsync runs, new
-submissions queue up and become the next group, so the number of fsyncs per
-second stays at what the disk allows while messages per second grow with the
-number of concurrent submitters.
+`always` policy, runs an fsync on a worker thread. While that fsync runs, new
+submissions are written as they come (so they are readable, and a queue can
+deliver them, without waiting for it: see `sync_point.py`) and wait together
+for the next fsync, so the number of fsyncs per second stays at what the disk
+allows while messages per second grow with the number of concurrent
+submitters. A target without sync points holds new submissions back until
+the fsync is done.
 
 When a future resolves, its item is durable under the policy:
 - `always`: written and fsynced (a publish confirm means "on disk");
@@ -15,8 +18,9 @@ When a future resolves, its item is durable under the policy:
 - `never`: written to the OS, which flushes when it likes.
 
 Invariants: at most one flush runs at a time (the target is single-owner);
-items resolve in submission order; a failed write or fsync fails exactly the
-items of its group and nothing else; pending items are bounded by
+items resolve in submission order; an item resolves only after an fsync that
+began after it was written; a failed write or fsync fails exactly the items it
+covered and nothing else; pending items are bounded by
 `pending_items_max` (submitters wait for room).
 """
 
@@ -34,6 +38,7 @@ from typing import Generic, Protocol, TypeVar
 
 from segments.errors import LogClosedError
 from segments.fsync_stats import FSYNC_STATS, FsyncStats
+from segments.sync_point import SyncPoint
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +94,11 @@ class GroupAppendable(Protocol[ItemT_contra, ResultT_co]):
         """True when a sync is due even under the `never` policy (a Log's rolled segment)."""
         ...
 
+    def sync_point(self) -> SyncPoint | None:
+        """A sync whose blocking part may overlap later appends; None if the target
+        cannot append during a sync (then `sync` runs with appends held back)."""
+        ...
+
 
 class GroupCommitter(Generic[ItemT, ResultT]):
     def __init__(
@@ -104,6 +114,8 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self.policy = policy
         self._group_items_max = group_items_max
         self._pending: list[_Pending[ItemT, ResultT]] = []
+        self._unsynced: list[tuple[asyncio.Future[ResultT], ResultT]] = []  # written, not synced
+        self._wake: asyncio.Future[None] | None = None  # set while an fsync waits for submissions
         self._pending_items_max = pending_items_max
         self._in_flight = 0
         self._room_waiters: deque[asyncio.Future[None]] = deque()
@@ -149,6 +161,8 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self._in_flight += 1
         future.add_done_callback(self._release_room)
         self._pending.append((item, future, durable, on_written))
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush_pending())
         return future
@@ -162,12 +176,19 @@ class GroupCommitter(Generic[ItemT, ResultT]):
 
     async def _flush_pending(self) -> None:
         async with self._exclusive:
-            while self._pending:
-                group = self._pending[: self._group_items_max]
-                del self._pending[: self._group_items_max]
-                await self._commit_group(group)
+            while self._pending or self._unsynced:
+                self._write_pending()
+                if self._unsynced:
+                    await self._sync_unsynced()
+            self._schedule_background_sync()
 
-    async def _commit_group(self, group: list[_Pending[ItemT, ResultT]]) -> None:
+    def _write_pending(self) -> None:
+        while self._pending:
+            group = self._pending[: self._group_items_max]
+            del self._pending[: self._group_items_max]
+            self._write_group(group)
+
+    def _write_group(self, group: list[_Pending[ItemT, ResultT]]) -> None:
         try:
             results = self._target.append_group([entry[0] for entry in group])
         except Exception as error:
@@ -180,21 +201,54 @@ class GroupCommitter(Generic[ItemT, ResultT]):
                     on_written(result)
                 except Exception:  # one caller's bug must not fail the others' writes
                     logger.exception("on_written callback failed")
-        waiting = []
+        wait_for_sync = self.policy.mode is FsyncMode.ALWAYS
         for (_, future, durable, _), result in zip(group, results, strict=True):
-            if durable and self.policy.mode is FsyncMode.ALWAYS:
-                waiting.append((future, result))
+            if durable and wait_for_sync:
+                self._unsynced.append((future, result))
             elif not future.done():
-                future.set_result(result)
-        if waiting:  # a group of transient items only needs no fsync
-            try:
-                await self._sync_off_loop()
-            except Exception as error:
-                _fail([future for future, _ in waiting], error)
-                return
+                future.set_result(result)  # a transient item needs no fsync
+
+    async def _sync_unsynced(self) -> None:
+        """One fsync for every item written so far; items submitted while it runs are
+        written at once when the target allows it, and wait for the next fsync."""
+        waiting, self._unsynced = self._unsynced, []
+        point = self._target.sync_point()
+        loop = asyncio.get_running_loop()
+        synced = loop.run_in_executor(
+            self._fsync_thread, self._timed, self._target.sync if point is None else point.run)
+        if point is not None:
+            while not synced.done():
+                await self._submission_or(synced)
+                self._write_pending()
+        try:
+            await synced
+            if point is not None:
+                point.finish()
+        except Exception as error:
+            _fail([future for future, _ in waiting], error)
+            return
+        self.fsyncs += 1
         for future, result in waiting:
             if not future.done():
                 future.set_result(result)
+
+    async def _submission_or(self, synced: asyncio.Future[None]) -> None:
+        """Return on the next submission or when `synced` completes, whichever is first."""
+        wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def on_synced(_: asyncio.Future[None]) -> None:
+            if not wake.done():
+                wake.set_result(None)
+
+        self._wake = wake
+        synced.add_done_callback(on_synced)
+        try:
+            await wake
+        finally:
+            self._wake = None
+            synced.remove_done_callback(on_synced)
+
+    def _schedule_background_sync(self) -> None:
         if self._interval_sync is not None:
             return
         loop = asyncio.get_running_loop()
@@ -221,13 +275,13 @@ class GroupCommitter(Generic[ItemT, ResultT]):
 
     async def _sync_off_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._fsync_thread, self._timed_sync)
+        await loop.run_in_executor(self._fsync_thread, self._timed, self._target.sync)
         self.fsyncs += 1
 
-    def _timed_sync(self) -> None:
-        """The target's sync, on the fsync thread; a completed one records its duration."""
+    def _timed(self, sync: Callable[[], None]) -> None:
+        """A sync on the fsync thread; a completed one records its duration."""
         started = time.perf_counter()
-        self._target.sync()
+        sync()
         self._fsync_stats.record(time.perf_counter() - started)
 
     def exclusive(self) -> asyncio.Lock:

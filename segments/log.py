@@ -57,6 +57,7 @@ from segments.record_batch import (
     encode_batch_parts,
 )
 from segments.segment import NAME_DIGITS, Segment
+from segments.sync_point import SegmentsSyncPoint
 
 # The configuration and result types live in log_config; callers import them from here.
 __all__ = ["AppendResult", "Log", "LogConfig", "RecoveryReport", "delete_detached"]
@@ -86,7 +87,9 @@ class Log:
         self._bases: list[int] = []
         self._open_sealed: OrderedDict[int, Segment] = OrderedDict()
         self._unconfirmed: list[Segment] = []
-        self._directory_dirty = False
+        # The directory changed (a segment was created or removed) since its last sync
+        # when these differ; counted, so a sync cannot miss a change made during it.
+        self._directory_changes = self._directory_synced = 0
         self.recovery = RecoveryReport(0, 0, 0)
 
     @classmethod
@@ -254,7 +257,7 @@ class Log:
         self._unconfirmed.append(active)
         interval = self.config.index_interval_bytes
         self._add_segment(Segment.create(self.fs, self.directory, active.next_offset, interval))
-        self._directory_dirty = True
+        self._directory_changes += 1
 
     @property
     def has_unconfirmed_seals(self) -> bool:
@@ -267,16 +270,25 @@ class Log:
 
     def sync(self) -> None:
         """Make everything appended so far durable (rolled segments first)."""
+        point = self.sync_point()
+        point.run()
+        point.finish()
+
+    def sync_point(self) -> SegmentsSyncPoint:
+        """A sync of everything appended so far whose `run` may overlap later appends."""
         self._check_open()
-        while self._unconfirmed:
-            segment = self._unconfirmed[0]
-            segment.confirm_seal()
-            self._unconfirmed.pop(0)
-            self._remember_sealed(segment)
-        self._segments[-1].sync()
-        if self._directory_dirty:
-            self.fs.sync_dir(self.directory)
-            self._directory_dirty = False
+        changes = self._directory_changes
+
+        def finish(point: SegmentsSyncPoint) -> None:
+            for segment in point.sealed:
+                if segment in self._unconfirmed:
+                    self._unconfirmed.remove(segment)
+                    self._remember_sealed(segment)
+            self._directory_synced = max(self._directory_synced, changes)
+
+        directory = self.directory if changes != self._directory_synced else None
+        return SegmentsSyncPoint(self.fs, list(self._unconfirmed), self._segments[-1],
+                                 directory, finish)
 
     # ------------------------------------------------------------------- reads
 
@@ -376,7 +388,7 @@ class Log:
                     for r in straddling.records() if r.offset < offset]
             compression = Compression(straddling.flags & 0x3)
             active.append_encoded([encode_batch_parts(straddling.base_offset, kept, compression)])
-        self._directory_dirty = True
+        self._directory_changes += 1
         self.sync()
 
     def _drop_last_segment(self) -> None:

@@ -71,9 +71,12 @@ class _Inode:
     linked: bool = True
 
     def sync(self) -> None:
-        for op in self.pending:
+        # A group committer syncs on its own thread while the loop appends: sync the
+        # writes made so far and leave the ones that arrive meanwhile pending.
+        synced = self.pending[: len(self.pending)]
+        for op in synced:
             _apply_content(self.durable, op)
-        self.pending.clear()
+        del self.pending[: len(synced)]
 
     def recover(self, rng: random.Random | None) -> None:
         """Replace the current content by what a power loss leaves on disk."""

@@ -96,6 +96,9 @@ class SlowSyncTarget:
     def wants_sync(self) -> bool:
         return False
 
+    def sync_point(self) -> None:
+        return None
+
 
 async def test_group_committer_records_each_fsync() -> None:
     stats = FsyncStats((0.001, 1.0))

@@ -1,7 +1,9 @@
 import asyncio
 import errno
+import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +38,9 @@ class CountingTarget:
 
     def wants_sync(self) -> bool:
         return False
+
+    def sync_point(self) -> None:
+        return None
 
 
 def test_policy_parsing() -> None:
@@ -190,3 +195,95 @@ async def test_never_policy_still_confirms_rolled_segments_in_the_background() -
     assert not log.has_unconfirmed_seals  # a roll asked for a sync, off the write path
     await committer.close()
     log.close()
+
+
+class PipelinedTarget(CountingTarget):
+    """A target whose fsync may overlap appends: a sync point covers what was written
+    when it was taken; its run blocks until the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.points_taken: list[int] = []
+        self.fail_sync_covering: list[int] | None = None
+
+    def sync_point(self) -> "PipelinedTarget.Point":  # type: ignore[override]
+        self.points_taken.append(len(self.written))
+        return PipelinedTarget.Point(self, list(self.written))
+
+    class Point:
+        def __init__(self, target: "PipelinedTarget", covered: list[int]) -> None:
+            self.target, self.covered = target, covered
+
+        def run(self) -> None:
+            assert self.target.release.wait(5)
+            if self.covered == self.target.fail_sync_covering:
+                raise OSError(errno.EIO, "fsync failed")
+
+        def finish(self) -> None:
+            self.target.syncs += 1
+            self.target.durable = self.target.durable + [
+                item for item in self.covered if item not in self.target.durable]
+
+
+async def test_submissions_during_an_fsync_are_written_at_once_and_wait_for_the_next() -> None:
+    target = PipelinedTarget()
+    committer: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("always"))
+    written: list[int] = []
+    first = committer.submit_nowait(1, on_written=written.append)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert written == [10] and target.points_taken == [1]  # the first fsync is running
+    second = committer.submit_nowait(2, on_written=written.append)
+    transient = committer.submit_nowait(3, durable=False, on_written=written.append)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert written == [10, 20, 30]  # written during the fsync, not after it
+    assert await transient == 30 and not first.done() and not second.done()
+    target.release.set()
+    assert await first == 10
+    assert await second == 20
+    assert target.points_taken == [1, 3]  # the second fsync covers what came meanwhile
+    assert target.durable == [1, 2, 3] and target.syncs == 2
+
+
+async def test_a_failed_pipelined_fsync_fails_only_what_it_covered() -> None:
+    target = PipelinedTarget()
+    target.fail_sync_covering = [1]
+    committer: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("always"))
+    first = committer.submit_nowait(1)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    second = committer.submit_nowait(2)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    target.release.set()
+    with pytest.raises(OSError, match="fsync failed"):
+        await first
+    assert await second == 20  # written during the failed fsync; the next one held
+    assert target.durable == [1, 2]  # the second point covered both writes
+
+
+async def test_a_real_log_syncs_rolled_segments_while_appends_go_on(tmp_path: Path) -> None:
+    from segments.filesystem import RealFileSystem
+    from segments.log import LogConfig
+
+    fs = RealFileSystem()
+    log = Log.open(fs, str(tmp_path / "q"), LogConfig(segment_bytes_max=4096))
+    committer: GroupCommitter[Sequence[Record], AppendResult] = GroupCommitter(
+        log, FsyncPolicy.parse("always"))
+
+    async def appender(first: int) -> None:
+        for i in range(first, first + 40):
+            await committer.submit([Record(i.to_bytes(4, "big") * 64, i)])
+
+    await asyncio.gather(*(appender(k * 1000) for k in range(8)))
+    assert log.next_offset == 320 and log.segment_count > 4
+    assert not log.has_unconfirmed_seals
+    await committer.close()
+    log.close()
+    reopened = Log.open(fs, str(tmp_path / "q"))
+    assert reopened.recovery.truncated_bytes == 0
+    values = sorted(int.from_bytes(r.value[:4], "big") for r in reopened.read(0, 1 << 20))
+    assert values == sorted(k * 1000 + i for k in range(8) for i in range(40))
+    reopened.close()
