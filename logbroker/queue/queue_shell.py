@@ -197,6 +197,8 @@ class QueueShell:
             nonlocal admitted
             admitted = False
             self._unadmit(messages)
+            if self.core.consumer_count:  # likely delivered at once: spare the read-back
+                self._records.wrote(result.base_offset, records)
             if self.replication is not None:
                 self.replication.wrote(result.next_offset)
             try:
@@ -223,9 +225,9 @@ class QueueShell:
                 replicated.add_done_callback(lambda f: _copy_outcome(f, confirmed))
 
         try:
-            written = self._committer.submit_nowait(
-                [message.to_record() for message in messages], durable=durable,
-                on_written=on_written)
+            records = [message.to_record() for message in messages]
+            written = self._committer.submit_nowait(records, durable=durable,
+                                                    on_written=on_written)
         except Exception:
             self._unadmit(messages)
             raise
