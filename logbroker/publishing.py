@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from logbroker.dead_letter import dead_lettered, drop_cycles
 from logbroker.message import Message
@@ -68,50 +69,54 @@ class Publisher:
 
     async def publish_batch(self, vhost: str, messages: Sequence[Message]
                             ) -> list[PublishResult]:
+        return await self.start_batch(vhost, messages)
+
+    def start_batch(self, vhost: str, messages: Sequence[Message]
+                    ) -> asyncio.Future[list[PublishResult]]:
         """Publish `messages` in order, with one log write per target queue.
 
-        A batch (an AMQP channel's publishes of one loop iteration, a REST or
-        WebSocket frame) costs one append per queue, not a task and a future per
-        message.
+        Routing and appending happen during this call, so the order of calls is
+        the order of every queue's log, and no task or loop iteration stands
+        between a publish and the write that makes it deliverable. The future
+        resolves once all of it is durable. A batch (an AMQP channel's publishes
+        of one socket read, a REST or WebSocket frame) costs one append per
+        queue, not a task and a future per message.
         """
-        now_ms = int(time.time() * 1000)
-        routed = []
-        forwarded: list[tuple[int, Message, list[str]]] = []
-        for index, message in enumerate(messages):
-            message.timestamp_ms = message.timestamp_ms or now_ms
-            shells, remote = self.route_all(vhost, message.exchange, message)
-            routed.append((message, shells))
-            if remote:
-                forwarded.append((index, message, remote))
-        if not forwarded:
-            return await self._deliver(routed)
-        return await self._deliver_with_remote(vhost, routed, forwarded)
-
-    async def _deliver_with_remote(
-        self, vhost: str, routed: Sequence[tuple[Message, list[QueueShell]]],
-        forwarded: Sequence[tuple[int, Message, list[str]]],
-    ) -> list[PublishResult]:
-        remote = self._remote()
-        assert remote is not None
-        # Sent before anything awaits, so a publisher's messages keep their order on
-        # every node.
-        sent = remote.publish(vhost, [(message, names) for _, message, names in forwarded])
-        local = await self._deliver(routed)
-        confirmed = await sent
-        results = list(local)
-        for (index, _, _), ok in zip(forwarded, confirmed, strict=True):
-            results[index] = PublishResult(routed=True, confirmed=results[index].confirmed and ok)
-        return results
+        try:
+            now_ms = int(time.time() * 1000)
+            routed = []
+            forwarded: list[tuple[int, Message, list[str]]] = []
+            for index, message in enumerate(messages):
+                message.timestamp_ms = message.timestamp_ms or now_ms
+                shells, remote = self.route_all(vhost, message.exchange, message)
+                routed.append((message, shells))
+                if remote:
+                    forwarded.append((index, message, remote))
+            if not forwarded:
+                return self._deliver_now(routed)
+            remote_queues = self._remote()
+            assert remote_queues is not None
+            # Sent before the local appends, as one call: a publisher's messages keep
+            # their order on every node.
+            sent = remote_queues.publish(
+                vhost, [(message, names) for _, message, names in forwarded])
+            local = self._deliver_now(routed)
+        except Exception as error:  # a queue closed under us, a disk error: nack them
+            failed: asyncio.Future[list[PublishResult]] = (
+                asyncio.get_running_loop().create_future())
+            failed.set_exception(error)
+            return failed
+        return asyncio.ensure_future(_with_remote(local, sent, forwarded))
 
     async def deliver_routed(self, routed: Sequence[tuple[Message, list[QueueShell]]]
                              ) -> list[PublishResult]:
         """Publish messages already routed to local queues (forwarded by another node)."""
-        return await self._deliver(routed)
+        return await self._deliver_now(routed)
 
-    async def _deliver(self, routed: Sequence[tuple[Message, list[QueueShell]]]
-                       ) -> list[PublishResult]:
+    def _deliver_now(self, routed: Sequence[tuple[Message, list[QueueShell]]]
+                     ) -> asyncio.Future[list[PublishResult]]:
         """Admit each message to its target queues and append every queue's share now
-        (so call order is log order); wait until all of it is durable."""
+        (so call order is log order); the future resolves once all of it is durable."""
         per_queue: dict[int, tuple[QueueShell, list[Message]]] = {}
         refused: set[int] = set()
         pending: list[Awaitable[object]] = []
@@ -125,12 +130,28 @@ class Publisher:
                 if admission is Admission.REJECT_DEAD_LETTER:
                     pending.append(self.dead_letter(shell, message, DeadLetterReason.MAXLEN))
         pending.extend(shell.append_many(batch) for shell, batch in per_queue.values())
-        if len(pending) == 1:
-            await pending[0]  # the common case, without the task and future gather costs
-        elif pending:
-            await asyncio.gather(*pending)
-        return [PublishResult(routed=bool(targets), confirmed=index not in refused)
-                for index, (_, targets) in enumerate(routed)]
+        results = [PublishResult(routed=bool(targets), confirmed=index not in refused)
+                   for index, (_, targets) in enumerate(routed)]
+        done: asyncio.Future[list[PublishResult]] = asyncio.get_running_loop().create_future()
+        if not pending:
+            done.set_result(results)
+            return done
+        # The common case, one queue, without the task and future that gather costs.
+        waited: asyncio.Future[Any] = (
+            asyncio.ensure_future(pending[0]) if len(pending) == 1 else asyncio.gather(*pending))
+
+        def finished(outcome: asyncio.Future[Any]) -> None:
+            if done.done():
+                return
+            if outcome.cancelled():
+                done.cancel()
+            elif (error := outcome.exception()) is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(results)
+
+        waited.add_done_callback(finished)
+        return done
 
     async def dead_letter(
         self, source: QueueShell, message: Message, reason: DeadLetterReason
@@ -153,7 +174,19 @@ class Publisher:
         remote = self._remote()
         if remote is not None and any(name in allowed for name in remote_names):
             await remote.publish(vhost, [(republished, [n for n in remote_names if n in allowed])])
-        await self._deliver([(republished, [t for t in targets if t.name in allowed])])
+        await self._deliver_now([(republished, [t for t in targets if t.name in allowed])])
+
+
+async def _with_remote(local: Awaitable[list[PublishResult]], sent: Awaitable[list[bool]],
+                       forwarded: Sequence[tuple[int, Message, list[str]]]
+                       ) -> list[PublishResult]:
+    """The local results, with each forwarded message confirmed only if its remote
+    queues confirmed it too."""
+    results = list(await local)
+    confirmed = await sent
+    for (index, _, _), ok in zip(forwarded, confirmed, strict=True):
+        results[index] = PublishResult(routed=True, confirmed=results[index].confirmed and ok)
+    return results
 
 
 def _routing_properties(message: Message) -> dict[str, object]:

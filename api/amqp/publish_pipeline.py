@@ -4,16 +4,15 @@ Theory of operation
 -------------------
 A basic.publish must not hold up reading the connection (the next frames may
 be acks that free a consumer, or more publishes to batch into one fsync), so
-publishes run as tasks. The publishes a channel receives in one loop iteration
-(one socket read holds many) form a batch, started once the iteration's
-frames are handled (``call_soon``) as one task: ``publisher.publish_batch``
-routes each message, admits it to its queues and submits each queue's share
-to its group committer in its first step, then waits until all are durable.
-One task and one log submit per queue per batch instead of per message is
-what lets a confirming publisher go at the disk's pace. Tasks start in the
-order they were created (asyncio runs ready callbacks first in, first out), so
-the routing and appending of a channel's messages keep publish order, and one
-queue's log receives them in that order.
+publishes are not awaited where they are read. The publishes a channel
+receives in one socket read form a batch, started once the read's frames are
+handled (``start_batch_soon``): ``publisher.start_batch`` routes each message,
+admits it to its queues and submits each queue's share to its group committer
+during the call, and gives a future that resolves when all are durable. One
+log submit per queue per batch instead of per message is what lets a
+confirming publisher go at the disk's pace. Batches start in the order they
+were opened, so the routing and appending of a channel's messages keep
+publish order, and one queue's log receives them in that order.
 
 Their *answers* must keep that order too: publisher confirms carry delivery
 tags 1, 2, 3, ... in publish order, and a mandatory message's basic.return has
@@ -136,7 +135,7 @@ class PublishPipeline:
         batch = self._open
         if batch is None:
             batch = self._open = _Batch([])
-            asyncio.get_running_loop().call_soon(self._start_batch)
+            self._ctx.start_batch_soon(self._start_batch)
         batch.messages.append(message)
         batch.size_bytes += size
         self._entries.append(_Entry(seq, message, mandatory, batch, len(batch.messages) - 1,
@@ -148,9 +147,8 @@ class PublishPipeline:
         batch, self._open = self._open, None
         if batch is None or batch.task is not None:
             return
-        publish = self._ctx.broker.publisher.publish_batch(self._ctx.session.vhost,
-                                                           batch.messages)
-        batch.task = asyncio.ensure_future(publish)
+        batch.task = self._ctx.broker.publisher.start_batch(self._ctx.session.vhost,
+                                                            batch.messages)
         batch.task.add_done_callback(functools.partial(self._finished, batch.size_bytes))
 
     def barrier(self, callback: Callable[[bool], None]) -> None:

@@ -44,6 +44,7 @@ import itertools
 import logging
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import replace
 
 from api.amqp.channel_session import ChannelSession
@@ -170,6 +171,8 @@ class ConnectionHandler:
         self._unblocked = asyncio.Event()  # cleared while a resource alarm blocks publishers
         self._unblocked.set()
         self._published = False
+        self._handling_input = False
+        self._opened_batches: list[Callable[[], None]] = []  # see start_batch_soon
         self.task: asyncio.Task[object] | None = None
         writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
 
@@ -231,16 +234,25 @@ class ConnectionHandler:
     # -- events ---------------------------------------------------------------------------
 
     def _process(self) -> None:
-        """Dispatch every queued event, then flush and re-arm the timer."""
-        while events := self._machine.next_events():
-            for event in events:
-                try:
-                    self._dispatch(event)
-                except Exception:  # a broker-layer bug must not take the server down
-                    logger.exception("connection %s: error handling %r", self.connection_id,
-                                     event)
-                    text = reply_text(ReplyCode.INTERNAL_ERROR, "internal error in the broker")
-                    self._machine.close_connection(ReplyCode.INTERNAL_ERROR, text)
+        """Dispatch every queued event, start the publish batches they opened, then
+        flush and re-arm the timer."""
+        self._handling_input = True
+        try:
+            while events := self._machine.next_events():
+                for event in events:
+                    try:
+                        self._dispatch(event)
+                    except Exception:  # a broker-layer bug must not take the server down
+                        logger.exception("connection %s: error handling %r",
+                                         self.connection_id, event)
+                        text = reply_text(ReplyCode.INTERNAL_ERROR,
+                                          "internal error in the broker")
+                        self._machine.close_connection(ReplyCode.INTERNAL_ERROR, text)
+        finally:
+            self._handling_input = False
+            opened, self._opened_batches = self._opened_batches, []
+            for start in opened:
+                start()
         self._flush()
         if self._machine.closed:
             self._end_soon()
@@ -286,6 +298,7 @@ class ConnectionHandler:
             machine=self._machine,
             session=Session(self.connection_id, event.user, event.virtual_host),
             notify_output=self.notify_output,
+            start_batch_soon=self.start_batch_soon,
             congested=self.congested,
             in_flight=self._in_flight,
             cancel_notify=self._machine.client_capabilities.get("consumer_cancel_notify")
@@ -306,6 +319,15 @@ class ConnectionHandler:
             self._info.channels = len(self._sessions)
 
     # -- output ---------------------------------------------------------------------------
+
+    def start_batch_soon(self, start: Callable[[], None]) -> None:
+        """A channel opened a publish batch: start it once this read is handled (all
+        its publishes in one batch, with no loop iteration before the write), or on
+        the next iteration when it was opened outside input handling."""
+        if self._handling_input:
+            self._opened_batches.append(start)
+        else:
+            self._loop.call_soon(start)
 
     def notify_output(self) -> None:
         """Sessions wrote to the machine: flush once, at the end of this loop iteration."""

@@ -75,8 +75,10 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
     machine = RecordingMachine()
     ctx = ConnectionContext(broker, machine, Session("conn-1", "guest", "/"),  # type: ignore[arg-type]
-                            notify_output=lambda: None, congested=lambda: False,
-                            in_flight=InFlight(1 << 20))
+                            notify_output=lambda: None,
+                            start_batch_soon=lambda start: asyncio.get_running_loop().call_soon(
+                                start),
+                            congested=lambda: False, in_flight=InFlight(1 << 20))
     yield Harness(broker, machine, ctx)
     await broker.close()
 
@@ -99,7 +101,18 @@ async def settle(rounds: int = 20) -> None:
 # -- the publish pipeline ------------------------------------------------------------------
 
 
-class ScriptedPublisher:
+class FakePublisher:
+    """What the pipeline calls, `start_batch`, in terms of a test's `publish_batch`."""
+
+    def start_batch(self, vhost: str, messages: list[Message]
+                    ) -> asyncio.Future[list[PublishResult]]:
+        return asyncio.ensure_future(self.publish_batch(vhost, messages))
+
+    async def publish_batch(self, _vhost: str, messages: list[Message]) -> list[PublishResult]:
+        raise NotImplementedError
+
+
+class ScriptedPublisher(FakePublisher):
     def __init__(self, results: list[PublishResult]) -> None:
         self.results = results
 
@@ -132,7 +145,7 @@ async def test_confirms_are_coalesced_into_runs_and_returns_come_first(
 async def test_a_barrier_waits_for_the_publishes_before_it(harness: Harness) -> None:
     gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-    class SlowPublisher:
+    class SlowPublisher(FakePublisher):
         async def publish_batch(self, _vhost: str, messages: list[Message]
                                 ) -> list[PublishResult]:
             await gate
@@ -323,7 +336,7 @@ async def test_an_unused_queue_expires(harness: Harness) -> None:
 async def test_publishes_of_one_loop_iteration_go_to_the_broker_as_one_batch(
     harness: Harness,
 ) -> None:
-    class CountingPublisher:
+    class CountingPublisher(FakePublisher):
         def __init__(self) -> None:
             self.batches: list[list[bytes]] = []
 
