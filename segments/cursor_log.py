@@ -6,8 +6,9 @@ A queue's acked offsets live in memory as a `RangeSet` and on disk as an
 append-only file of fixed-size entries, each saying "offsets [lo, hi) are
 acked". Acking appends entries; `sync` makes them durable; opening the file
 replays the entries in order to rebuild the set. Because the file only grows,
-it is periodically *compacted*: the current set is written as one entry per
-merged range to `path + ".tmp"`, synced, and renamed over `path`.
+it is *compacted* by the `sync` after it has grown well past the set: the
+current set is written as one entry per merged range to `path + ".tmp"`,
+synced, and renamed over `path`.
 
 Entry format (21 bytes, little-endian)::
 
@@ -227,9 +228,6 @@ class CursorLog:
         for lo, hi in new_ranges:
             self._acked.add(lo, hi)
         self._entry_count += len(new_ranges)
-        # Raises only if compaction left the log closed; the ack itself succeeded
-        # but can no longer be synced, which the caller must learn about.
-        self._compact_quietly()
 
     def _roll_back(self, size_before: int, error: OSError) -> None:
         """Cut a partial write off so later appends do not land after a torn entry."""
@@ -244,15 +242,23 @@ class CursorLog:
             raise rollback_error from error
 
     def wants_sync(self) -> bool:
-        """GroupAppendable: nothing here needs a sync beyond the policy's."""
-        return False
+        """GroupAppendable: a sync is due when the file wants compacting."""
+        return not self.closed and self._compaction_due()
 
     def sync_point(self) -> None:
         """GroupAppendable: no syncing while appending, since compaction swaps the file."""
         return None
 
     def sync(self) -> None:
+        """Make every append durable, compacting the file instead when it is due.
+
+        Compaction is done here rather than on append because a group committer
+        syncs on its fsync thread (holding appends back meanwhile): rewriting the
+        file costs two fsyncs, which must not stall the appender's event loop.
+        """
         self._check_open()
+        if self._compaction_due() and self._compact_quietly():
+            return  # the rewritten file is durable, and holds every append
         try:
             self._handle.sync()
         except OSError as error:
@@ -266,11 +272,17 @@ class CursorLog:
     def maybe_compact(self) -> bool:
         """Compact if the file has grown well past the set it encodes; True if it did."""
         self._check_open()
-        threshold = max(self._compact_min_entries, 2 * len(self._acked) + 1)
-        if self._entry_count <= threshold:
+        if self._entry_count <= self._compaction_threshold():
             return False
         self.compact()
         return True
+
+    def _compaction_threshold(self) -> int:
+        return max(self._compact_min_entries, 2 * len(self._acked) + 1)
+
+    def _compaction_due(self) -> bool:
+        return (self._entry_count > self._compaction_threshold()
+                and self._entry_count >= self._compact_retry_at)
 
     def forget_from(self, offset: int) -> bool:
         """Drop acks at or past `offset` and rewrite the file; True if any were dropped.
@@ -302,17 +314,17 @@ class CursorLog:
         self._entry_count = len(ranges)
         self._compact_retry_at = 0
 
-    def _compact_quietly(self) -> None:
-        """Compaction after an append: its failure must not fail the append."""
-        if self._entry_count < self._compact_retry_at:
-            return
+    def _compact_quietly(self) -> bool:
+        """Compaction during a sync: its failure must not fail the sync; True if done."""
         try:
-            self.maybe_compact()
+            self.compact()
         except (OSError, DiskFullError) as error:
             if self.closed:
                 raise
             logger.warning("cursor log %s: compaction failed, will retry: %s", self._path, error)
             self._compact_retry_at = self._entry_count + max(self._compact_min_entries, 1)
+            return False
+        return True
 
     def _recover_from_failed_compaction(self) -> None:
         temporary_path = self._path + ".tmp"

@@ -220,15 +220,19 @@ def test_compaction_shrinks_file_and_preserves_set(tmp_path: Path) -> None:
     reopened.close()
 
 
-def test_append_compacts_automatically(tmp_path: Path) -> None:
+def test_sync_compacts_once_it_is_due(tmp_path: Path) -> None:
     path = _path(tmp_path)
     log = _reopen(path, compact_min_entries=10)
     for offset in range(0, 40, 2):
         log.append([(offset, offset + 1)])
+    assert not log.wants_sync()  # 20 entries for 20 ranges: nothing to gain
     for offset in range(1, 40, 2):
         log.append([(offset, offset + 1)])
-    # Compaction runs whenever entries exceed max(10, 2 * ranges + 1).
-    assert log.entry_count <= 11
+    # Due once entries exceed max(10, 2 * ranges + 1); appends never compact (they
+    # run on the event loop), the sync does (on a group committer's thread).
+    assert log.entry_count == 40 and log.wants_sync()
+    log.sync()
+    assert log.entry_count == 1 and not log.wants_sync()
     assert log.acked.ranges() == [(0, 40)]
     log.close()
     reopened = _reopen(path)
@@ -366,22 +370,27 @@ def test_failed_compaction_after_rename_follows_the_new_file(tmp_path: Path) -> 
     assert _reopen(path).acked.ranges() == [(0, 10)]
 
 
-def test_automatic_compaction_failure_does_not_fail_the_append(tmp_path: Path) -> None:
+def test_automatic_compaction_failure_does_not_fail_the_sync(tmp_path: Path) -> None:
     path = _path(tmp_path)
     fs = FlakyFileSystem()
     log = CursorLog.open(fs, path, compact_min_entries=4)
     fs.rename_error = errno.ENOSPC
     for offset in range(0, 20, 2):
         log.append([(offset, offset + 1)])
+        log.sync()
     for offset in range(1, 20, 2):
         log.append([(offset, offset + 1)])
+        log.sync()
     assert log.acked.ranges() == [(0, 20)]
     assert log.entry_count == 20
     fs.rename_error = None
-    # Retries are backed off, but happen once enough new entries have arrived.
-    for offset in range(20, 40):
+    log.append([(20, 21)])
+    log.sync()
+    assert log.entry_count == 21  # retries are backed off...
+    for offset in range(21, 40):
         log.append([(offset, offset + 1)])
-    assert log.entry_count <= 5
+        log.sync()
+    assert log.entry_count <= 5  # ...but happen once enough new entries have arrived
     log.close()
     assert _reopen(path).acked.ranges() == [(0, 40)]
 
