@@ -108,8 +108,12 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         group_items_max: int = 4096,
         pending_items_max: int = 65536,
         fsync_stats: FsyncStats = FSYNC_STATS,
+        after_write: Callable[[], None] | None = None,
     ) -> None:
+        """`after_write` runs after each write's `on_written` callbacks (a queue
+        delivers what they made ready at once, not an event-loop iteration later)."""
         self._target = target
+        self._after_write = after_write
         self._fsync_stats = fsync_stats
         self.policy = policy
         self._group_items_max = group_items_max
@@ -160,10 +164,22 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         future: asyncio.Future[ResultT] = loop.create_future()
         self._in_flight += 1
         future.add_done_callback(self._release_room)
-        self._pending.append((item, future, durable, on_written))
+        entry = (item, future, durable, on_written)
+        idle = self._flusher is None or self._flusher.done()
+        if idle and not self._pending and not self._exclusive.locked():
+            # Nothing to keep order with and nothing to batch with yet: write now, so
+            # the item is readable (deliverable) before this call returns; what else
+            # arrives meanwhile is written by the flusher while this fsync runs.
+            self._write_group([entry])
+            if self._unsynced:
+                self._flusher = loop.create_task(self._flush_pending())
+            else:
+                self._schedule_background_sync()
+            return future
+        self._pending.append(entry)
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
-        if self._flusher is None or self._flusher.done():
+        if idle:
             self._flusher = loop.create_task(self._flush_pending())
         return future
 
@@ -201,6 +217,11 @@ class GroupCommitter(Generic[ItemT, ResultT]):
                     on_written(result)
                 except Exception:  # one caller's bug must not fail the others' writes
                     logger.exception("on_written callback failed")
+        if self._after_write is not None:
+            try:
+                self._after_write()
+            except Exception:
+                logger.exception("after_write callback failed")
         wait_for_sync = self.policy.mode is FsyncMode.ALWAYS
         for (_, future, durable, _), result in zip(group, results, strict=True):
             if durable and wait_for_sync:

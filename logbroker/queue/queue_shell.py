@@ -89,7 +89,7 @@ class QueueShell:
         self.cursor = cursor
         self.core = core
         self._committer: GroupCommitter[Sequence[Record], AppendResult] = GroupCommitter(
-            log, settings.fsync_policy)
+            log, settings.fsync_policy, after_write=self._pump_if_scheduled)
         self._settler = SettleWriter(fs, log, cursor, self._committer,
                                      lambda: self.settings.retention, self._settled)
         self._sinks: dict[str, DeliverySink] = {}
@@ -98,7 +98,7 @@ class QueueShell:
         self._admitted_bytes = 0
         self._records = RecordCache(log)
         self._delivery_mark = delivery_mark
-        self._pump_scheduled = False
+        self._pump_scheduled: asyncio.Handle | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._effect_chain: asyncio.Future[None] | None = None
         self.on_dead_letter: DeadLetterCallback | None = None
@@ -335,12 +335,17 @@ class QueueShell:
     # --------------------------------------------------------------- pumping
 
     def schedule_pump(self) -> None:
-        if not self._pump_scheduled and not self.closed:
-            self._pump_scheduled = True
-            asyncio.get_running_loop().call_soon(self._pump)
+        if self._pump_scheduled is None and not self.closed:
+            self._pump_scheduled = asyncio.get_running_loop().call_soon(self._pump)
+
+    def _pump_if_scheduled(self) -> None:
+        """After a write: deliver what it made ready now, not an iteration later."""
+        if self._pump_scheduled is not None:
+            self._pump_scheduled.cancel()
+            self._pump()
 
     def _pump(self) -> None:
-        self._pump_scheduled = False
+        self._pump_scheduled = None
         if self.closed:
             return
         credit = {}
