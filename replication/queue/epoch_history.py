@@ -74,12 +74,15 @@ class EpochHistory:
         """(the largest epoch here <= `epoch`, the offset where it ended).
 
         The end is the start of the next epoch, or `log_end` for the latest.
-        For an epoch older than everything here: (0, the first start offset).
+        For an epoch older than everything here: (`epoch`, the first start offset),
+        as Kafka answers. The records below that start were compacted away with the
+        log's head (retention deleted them, settled), so they do not diverge: a
+        follower keeps its own copies of them and cuts only what lies beyond.
         """
         found = 0
-        for entry in self._entries:
+        for index, entry in enumerate(self._entries):
             if entry.epoch > epoch:
-                return found, entry.start_offset
+                return (epoch if index == 0 else found), entry.start_offset
             found = entry.epoch
         return found, log_end
 

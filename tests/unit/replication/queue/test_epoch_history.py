@@ -95,8 +95,8 @@ GAPPY = ((2, 5), (4, 10), (7, 20))  # epochs 1, 3, 5 and 6 wrote nothing here
 @pytest.mark.parametrize(
     ("epoch", "expected"),
     [
-        (0, (0, 5)),  # older than everything: the first start
-        (1, (0, 5)),
+        (0, (0, 5)),  # older than everything: itself, ending at the first start
+        (1, (1, 5)),
         (2, (2, 10)),  # exact, ends where the next begins
         (3, (2, 10)),  # in the middle: the largest epoch <= 3 is 2
         (4, (4, 20)),

@@ -575,3 +575,12 @@ def run(ops: list[Op]) -> Cluster:
 @given(st.lists(OPS, max_size=40))
 def test_random_histories_keep_confirmed_records_and_converge(ops: list[Op]) -> None:
     run(ops)
+
+
+def test_a_follower_whose_epoch_the_leader_compacted_away_keeps_what_it_holds() -> None:
+    """Found by the random histories: b leads epoch 2 from offset 1 and deletes the
+    settled offset 0, forgetting epoch 1. c, at offset 1 in epoch 1, must be streamed
+    from 1 (Kafka's answer for an epoch older than the history), not cut to 0."""
+    cluster = run([("publish", 1, 5), ("fetch", 0, 60), ("fetch", 1, 60), ("crash", 0, 0),
+                   ("fetch", 1, 60), ("delete", 1, 0), ("fetch", 1, 60)])
+    assert cluster.leader_name == "b"
