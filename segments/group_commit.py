@@ -163,7 +163,6 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[ResultT] = loop.create_future()
         self._in_flight += 1
-        future.add_done_callback(self._release_room)
         entry = (item, future, durable, on_written)
         idle = self._flusher is None or self._flusher.done()
         if idle and not self._pending and not self._exclusive.locked():
@@ -183,9 +182,12 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             self._flusher = loop.create_task(self._flush_pending())
         return future
 
-    def _release_room(self, _: asyncio.Future[ResultT]) -> None:
-        self._in_flight -= 1
-        if self._room_waiters:
+    def _release_room(self, count: int) -> None:
+        """`count` items are done with (resolved, failed, or cancelled by their caller):
+        counted here rather than in a done callback, which would cost a loop callback
+        per item."""
+        self._in_flight -= count
+        for _ in range(min(count, len(self._room_waiters))):
             waiter = self._room_waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
@@ -209,6 +211,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             results = self._target.append_group([entry[0] for entry in group])
         except Exception as error:
             _fail([entry[1] for entry in group], error)
+            self._release_room(len(group))
             return
         self.groups_written += 1
         for (_, _, _, on_written), result in zip(group, results, strict=True):
@@ -223,11 +226,16 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             except Exception:
                 logger.exception("after_write callback failed")
         wait_for_sync = self.policy.mode is FsyncMode.ALWAYS
+        resolved = 0
         for (_, future, durable, _), result in zip(group, results, strict=True):
             if durable and wait_for_sync:
                 self._unsynced.append((future, result))
-            elif not future.done():
+                continue
+            resolved += 1
+            if not future.done():
                 future.set_result(result)  # a transient item needs no fsync
+        if resolved:
+            self._release_room(resolved)
 
     async def _sync_unsynced(self) -> None:
         """One fsync for every item written so far; items submitted while it runs are
@@ -247,11 +255,13 @@ class GroupCommitter(Generic[ItemT, ResultT]):
                 point.finish()
         except Exception as error:
             _fail([future for future, _ in waiting], error)
+            self._release_room(len(waiting))
             return
         self.fsyncs += 1
         for future, result in waiting:
             if not future.done():
                 future.set_result(result)
+        self._release_room(len(waiting))
 
     async def _submission_or(self, synced: asyncio.Future[None]) -> None:
         """Return on the next submission or when `synced` completes, whichever is first."""

@@ -54,9 +54,11 @@ class SettleWriter:
     def flush(self) -> None:
         ranges, self._pending = self._pending, []
         if ranges and not self.closed:
-            written = self._committer.submit(ranges)
-            self._last_write = self._in_background(written)
-            self._last_write.add_done_callback(self._written)
+            # One submission per loop iteration at most, resolved once written (the
+            # cursor syncs on an interval): no limit to wait for, and no task.
+            written = self._committer.submit_nowait(ranges)
+            written.add_done_callback(self._written)
+            self._last_write = written  # writes resolve in submission order
 
     def _written(self, task: asyncio.Future[None]) -> None:
         if task.cancelled() or task.exception() is not None or self.closed:
@@ -103,7 +105,8 @@ class SettleWriter:
     async def drain(self) -> None:
         """Write what is pending and wait for everything under way (before closing)."""
         self.flush()
-        await asyncio.gather(*list(self._background), return_exceptions=True)
+        last = [self._last_write] if self._last_write is not None else []
+        await asyncio.gather(*list(self._background), *last, return_exceptions=True)
 
     async def close(self) -> None:
         self.closed = True
