@@ -29,6 +29,7 @@ from logbroker.routing import ExchangeRouter, RoutedMessage
 class PublishResult:
     routed: bool
     confirmed: bool  # False: nack (a queue refused it)
+    reason: str = ""  # why not confirmed, when a queue said so
 
 
 QueueLookup = Callable[[str, str], QueueShell | None]
@@ -118,7 +119,7 @@ class Publisher:
         """Admit each message to its target queues and append every queue's share now
         (so call order is log order); the future resolves once all of it is durable."""
         per_queue: dict[int, tuple[QueueShell, list[Message]]] = {}
-        refused: set[int] = set()
+        refused: dict[int, str] = {}  # message index -> why
         pending: list[Awaitable[object]] = []
         for index, (message, targets) in enumerate(routed):
             for shell in targets:
@@ -126,11 +127,12 @@ class Publisher:
                 if admission is Admission.ACCEPT:
                     per_queue.setdefault(id(shell), (shell, []))[1].append(message)
                     continue
-                refused.add(index)
+                refused.setdefault(index, shell.refusal)
                 if admission is Admission.REJECT_DEAD_LETTER:
                     pending.append(self.dead_letter(shell, message, DeadLetterReason.MAXLEN))
         pending.extend(shell.append_many(batch) for shell, batch in per_queue.values())
-        results = [PublishResult(routed=bool(targets), confirmed=index not in refused)
+        results = [PublishResult(routed=bool(targets), confirmed=index not in refused,
+                                 reason=refused.get(index, ""))
                    for index, (_, targets) in enumerate(routed)]
         done: asyncio.Future[list[PublishResult]] = asyncio.get_running_loop().create_future()
         if not pending:
@@ -185,7 +187,9 @@ async def _with_remote(local: Awaitable[list[PublishResult]], sent: Awaitable[li
     results = list(await local)
     confirmed = await sent
     for (index, _, _), ok in zip(forwarded, confirmed, strict=True):
-        results[index] = PublishResult(routed=True, confirmed=results[index].confirmed and ok)
+        reason = results[index].reason or ("" if ok else "refused by a queue on another node")
+        results[index] = PublishResult(routed=True, confirmed=results[index].confirmed and ok,
+                                       reason=reason)
     return results
 
 

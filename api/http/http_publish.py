@@ -72,7 +72,7 @@ async def publish_many(broker: Broker, vhost: str, messages: Sequence[Message]
     except OSError as error:
         return [PublishOutcome(False, False, f"storage error: {error}")] * len(messages)
     return [PublishOutcome(r.routed, True) if r.confirmed
-            else PublishOutcome(r.routed, False, "rejected by a queue (x-overflow)")
+            else PublishOutcome(r.routed, False, r.reason or "rejected by a queue")
             for r in results]
 
 

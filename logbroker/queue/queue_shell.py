@@ -96,6 +96,7 @@ class QueueShell:
         self._appended: dict[int, MessageMeta] = {}
         self._admitted = 0  # admitted publishes not yet ready (see admit)
         self._admitted_bytes = 0
+        self.refusal = ""  # why the last refused publish was refused (HTTP and WebSocket say)
         self._records = RecordCache(log)
         self._delivery_mark = delivery_mark
         self._pump_scheduled: asyncio.Handle | None = None
@@ -151,11 +152,15 @@ class QueueShell:
             refusal = self.replication.publish_refusal()
             if refusal is not None:
                 self._log_refusal(refusal)
+                self.refusal = f"queue '{self.name}' refused it: {refusal}"
                 return Admission.REJECT
         admission = self.core.admit(message.size_bytes, self._admitted, self._admitted_bytes)
         if admission is Admission.ACCEPT:
             self._admitted += 1
             self._admitted_bytes += message.size_bytes
+        else:
+            self.refusal = (f"queue '{self.name}' is full "
+                            f"(x-overflow {self.core.limits.overflow.value})")
         return admission
 
     def _log_refusal(self, refusal: str) -> None:

@@ -151,7 +151,8 @@ def test_publish_batch_answers_one_result_per_message(http: httpx.Client) -> Non
                            json={"messages": messages})).json()["results"]
     assert [(r["routed"], r["confirmed"]) for r in results] == [
         (True, True), (True, True), (True, False), (True, False), (False, True)]
-    assert all("reason" in r for r in results[2:4]) and "reason" not in results[0]
+    assert all(r["reason"] == "queue 'dp-batch' is full (x-overflow reject-publish)"
+               for r in results[2:4]) and "reason" not in results[0]
     assert [m["payload"] for m in get(http, "dp-batch", "ack_requeue_false")] == ["m0", "m1"]
     declare(http, "dp-batch-order")
     payloads = [f"n{i}" for i in range(200)]
