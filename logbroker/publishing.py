@@ -127,7 +127,7 @@ class Publisher:
                 if admission is Admission.ACCEPT:
                     per_queue.setdefault(id(shell), (shell, []))[1].append(message)
                     continue
-                refused.setdefault(index, shell.refusal)
+                refused.setdefault(index, shell.admissions.refusal)
                 if admission is Admission.REJECT_DEAD_LETTER:
                     pending.append(self.dead_letter(shell, message, DeadLetterReason.MAXLEN))
         pending.extend(shell.append_many(batch) for shell, batch in per_queue.values())

@@ -5,8 +5,8 @@ through a GroupCommitter (resolving once durable under the queue's fsync
 policy), then made ready in the core in offset order. Every call into the core
 returns effects, which `_carry_out` executes strictly in order:
 
-- `Deliver`: read the message (a small cache of the last decoded batch makes
-  sequential delivery cheap) and hand it to the consumer's sink;
+- `Deliver`: take the message from the record cache (records just written, or
+  read ahead from the log) and hand it to the consumer's sink;
 - `DeadLetter`: republish through the broker's callback, awaited, before the
   `Settle` that follows it (so a crash duplicates rather than loses);
 - `Settle`: hand the ranges to the `SettleWriter` (one cursor-log append per
@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from logbroker.message import Message
+from logbroker.queue.admissions import Admissions
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.delivery_mark import DeliveryMark
 from logbroker.queue.delivery_sink import DeliverySink
@@ -56,7 +57,6 @@ from segments.record_batch import LogRecord, Record
 __all__ = ["DeliverySink", "QueueSettings", "QueueShell", "ReplicaSetup"]
 logger = logging.getLogger(__name__)
 
-REFUSAL_LOG_S = 5.0
 HELD_ACKS_MAX = 1_000_000  # beyond it an isolated leader's acks are dropped: redelivered
 
 
@@ -94,9 +94,7 @@ class QueueShell:
                                      lambda: self.settings.retention, self._settled)
         self._sinks: dict[str, DeliverySink] = {}
         self._appended: dict[int, MessageMeta] = {}
-        self._admitted = 0  # admitted publishes not yet ready (see admit)
-        self._admitted_bytes = 0
-        self.refusal = ""  # why the last refused publish was refused (HTTP and WebSocket say)
+        self.admissions = Admissions(settings.name, lambda: self.clock())  # clock: see below
         self._records = RecordCache(log)
         self._delivery_mark = delivery_mark
         self._pump_scheduled: asyncio.Handle | None = None
@@ -114,8 +112,6 @@ class QueueShell:
         self.replication: ReplicationGate | None = None
         self._held_delivered_below = 0  # see queue_opening
         self._held_acks: list[int] = []  # acks taken while cut off from the controller
-        self._refused = 0  # publishes refused since the last log line about it
-        self._refusal_logged_ms = 0
 
     @property
     def name(self) -> str:
@@ -142,35 +138,21 @@ class QueueShell:
     # --------------------------------------------------------------- publish
 
     def admit(self, message: Message) -> Admission:
-        """Admit a publish; an accepted one must be followed by `append(message)`.
-
-        Accepted messages count against reject-publish limits until `append` has
-        made them ready: publishes admitted back to back would otherwise all see
-        the same ready count and overshoot `x-max-length`.
-        """
+        """Admit a publish; an accepted one must be followed by `append(message)`, and
+        counts against reject-publish limits until then (see `Admissions`)."""
         if self.replication is not None:
             refusal = self.replication.publish_refusal()
             if refusal is not None:
-                self._log_refusal(refusal)
-                self.refusal = f"queue '{self.name}' refused it: {refusal}"
+                self.admissions.refused(f"queue '{self.name}' refused it: {refusal}", log=True)
                 return Admission.REJECT
-        admission = self.core.admit(message.size_bytes, self._admitted, self._admitted_bytes)
+        admission = self.core.admit(message.size_bytes, self.admissions.count,
+                                    self.admissions.bytes)
         if admission is Admission.ACCEPT:
-            self._admitted += 1
-            self._admitted_bytes += message.size_bytes
+            self.admissions.admitted(message)
         else:
-            self.refusal = (f"queue '{self.name}' is full "
-                            f"(x-overflow {self.core.limits.overflow.value})")
+            self.admissions.refused(f"queue '{self.name}' is full "
+                                    f"(x-overflow {self.core.limits.overflow.value})")
         return admission
-
-    def _log_refusal(self, refusal: str) -> None:
-        """One line per `REFUSAL_LOG_S` at most: a busy publisher must not flood the log."""
-        self._refused += 1
-        now = self.clock()
-        if now - self._refusal_logged_ms >= REFUSAL_LOG_S * 1000:
-            logger.warning("queue %r refused %d publish(es): %s", self.name, self._refused,
-                           refusal)
-            self._refusal_logged_ms, self._refused = now, 0
 
     def append(self, message: Message) -> asyncio.Future[int]:
         """Send an admitted message to the log now; the future gives its offset.
@@ -201,7 +183,7 @@ class QueueShell:
         def on_written(result: AppendResult) -> None:
             nonlocal admitted
             admitted = False
-            self._unadmit(messages)
+            self.admissions.settled(messages)
             if self.core.consumer_count:  # likely delivered at once: spare the read-back
                 self._records.wrote(result.base_offset, records)
             if self.replication is not None:
@@ -215,7 +197,7 @@ class QueueShell:
 
         def on_durable(done: asyncio.Future[AppendResult]) -> None:
             if admitted:
-                self._unadmit(messages)  # the write itself failed
+                self.admissions.settled(messages)  # the write itself failed
             if confirmed.done():
                 return
             if done.cancelled() or done.exception() is not None:
@@ -234,7 +216,7 @@ class QueueShell:
             written = self._committer.submit_nowait(records, durable=durable,
                                                     on_written=on_written)
         except Exception:
-            self._unadmit(messages)
+            self.admissions.settled(messages)
             raise
         written.add_done_callback(on_durable)
         return confirmed
@@ -257,11 +239,6 @@ class QueueShell:
         if released:
             self.appends.notify()
             self.schedule_pump()
-
-    def _unadmit(self, messages: Sequence[Message]) -> None:
-        self._admitted = max(0, self._admitted - len(messages))
-        self._admitted_bytes = max(
-            0, self._admitted_bytes - sum(m.size_bytes for m in messages))
 
     # ------------------------------------------------------------- consumers
 
