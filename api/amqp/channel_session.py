@@ -325,6 +325,8 @@ class ChannelSession:
         publishes, settlements = self._transaction().take()
         touched = [endpoint for settlement in settlements for endpoint in self._settle(settlement)]
         settled = asyncio.ensure_future(settles_durable(touched))
+        # Retrieved even if the channel closes first and the barrier never runs.
+        settled.add_done_callback(_retrieve_outcome)
         for message, mandatory in publishes:
             self._pipeline.submit(message, mandatory)
         self._backlog = deque()  # later requests wait for commit-ok
@@ -334,9 +336,7 @@ class ChannelSession:
     def _committed(self, method: commands.Tx.Commit, all_confirmed: bool,
                    settled: asyncio.Future[None]) -> None:
         if self.closed:
-            if not settled.cancelled():
-                settled.exception()  # retrieved: nobody left to tell
-            return
+            return  # nobody left to tell
         if not all_confirmed or settled.cancelled() or settled.exception() is not None:
             self.fail(BrokerError(PRECONDITION_FAILED, "partial tx completion"), method)
             return
@@ -466,3 +466,8 @@ class ChannelSession:
     def _send(self, method: base.Frame) -> None:
         self._ctx.machine.send_method(self.number, method)
         self._ctx.notify_output()
+
+
+def _retrieve_outcome(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,6 +248,32 @@ async def test_tx_commit_waits_for_its_acks_on_disk(harness: Harness) -> None:
     while "Tx.CommitOk" not in harness.machine.names():
         await asyncio.sleep(0)
     assert shell.cursor.ack_floor == 1  # written (and synced) before commit-ok
+
+
+async def test_a_tx_commit_cut_short_by_a_closed_channel_leaves_no_unretrieved_error(
+    harness: Harness, caplog: pytest.LogCaptureFixture,
+) -> None:
+    channel = harness.channel()
+    method(channel, commands.Queue.Declare(queue="q", durable=True))
+    publish(channel, b"m")
+    method(channel, commands.Basic.Get(queue="q"))
+    method(channel, commands.Tx.Select())
+    method(channel, commands.Basic.Ack(delivery_tag=1))
+    await settle()
+    shell = harness.broker.queue("/", "q")
+    assert shell is not None
+
+    async def fenced() -> None:
+        raise OSError("the queue's disk failed")
+
+    shell.settles_durable = fenced  # type: ignore[method-assign]
+    publish(channel, b"in the tx")  # keeps the barrier waiting for the publish
+    method(channel, commands.Tx.Commit())
+    channel.close()  # the client went away: the pipeline is dropped with its barrier
+    await settle()
+    gc.collect()  # an unretrieved task exception is reported when the task is freed
+    await settle()
+    assert "exception was never retrieved" not in caplog.text
 
 
 async def test_a_tx_with_a_refused_publish_fails_as_a_whole(harness: Harness) -> None:
