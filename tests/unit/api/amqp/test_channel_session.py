@@ -233,13 +233,18 @@ async def test_tx_commit_answers_after_its_publishes_and_rollback_restores_acks(
     assert shell is not None and shell.core.unacked_count == 0
 
 
-async def test_tx_commit_waits_for_its_acks_on_disk(harness: Harness) -> None:
-    channel = harness.channel()
+def ack_in_a_transaction(channel: ChannelSession) -> None:
+    """Queue q gets one message, which the channel fetches and acks inside a transaction."""
     method(channel, commands.Queue.Declare(queue="q", durable=True))
     publish(channel, b"m")
     method(channel, commands.Basic.Get(queue="q"))
     method(channel, commands.Tx.Select())
     method(channel, commands.Basic.Ack(delivery_tag=1))
+
+
+async def test_tx_commit_waits_for_its_acks_on_disk(harness: Harness) -> None:
+    channel = harness.channel()
+    ack_in_a_transaction(channel)
     await settle()
     shell = harness.broker.queue("/", "q")
     assert shell is not None and shell.cursor.ack_floor == 0  # held by the transaction
@@ -254,11 +259,7 @@ async def test_a_tx_commit_cut_short_by_a_closed_channel_leaves_no_unretrieved_e
     harness: Harness, caplog: pytest.LogCaptureFixture,
 ) -> None:
     channel = harness.channel()
-    method(channel, commands.Queue.Declare(queue="q", durable=True))
-    publish(channel, b"m")
-    method(channel, commands.Basic.Get(queue="q"))
-    method(channel, commands.Tx.Select())
-    method(channel, commands.Basic.Ack(delivery_tag=1))
+    ack_in_a_transaction(channel)
     await settle()
     shell = harness.broker.queue("/", "q")
     assert shell is not None
