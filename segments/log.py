@@ -352,11 +352,19 @@ class Log:
         return segment
 
     def _remember_sealed(self, segment: Segment) -> None:
-        """Keep a bounded number of sealed segments' handles and indexes loaded."""
+        """Keep a bounded number of sealed segments' handles and indexes loaded.
+
+        A rolled segment not yet confirmed is never evicted: a sync point running on
+        the fsync thread may be syncing its handle and writing its indexes.
+        """
         self._open_sealed[segment.base_offset] = segment
         self._open_sealed.move_to_end(segment.base_offset)
         while len(self._open_sealed) > self.config.open_sealed_segments_max:
-            _, evicted = self._open_sealed.popitem(last=False)
+            base = next((base for base, kept in self._open_sealed.items()
+                         if kept not in self._unconfirmed), None)
+            if base is None:
+                break  # all waiting for their sync: over the bound until it finishes
+            evicted = self._open_sealed.pop(base)
             evicted.close()
             evicted.release_indexes()
 

@@ -287,3 +287,26 @@ async def test_a_real_log_syncs_rolled_segments_while_appends_go_on(tmp_path: Pa
     values = sorted(int.from_bytes(r.value[:4], "big") for r in reopened.read(0, 1 << 20))
     assert values == sorted(k * 1000 + i for k in range(8) for i in range(40))
     reopened.close()
+
+
+def test_a_rolled_segment_waiting_for_its_sync_is_never_evicted() -> None:
+    from segments.log import LogConfig
+
+    fs = MemoryFileSystem()
+    log = Log.open(fs, "/q", LogConfig(segment_bytes_max=200, open_sealed_segments_max=1))
+    for i in range(6):
+        log.append([Record(b"x" * 150, i)])  # one segment each
+    point = log.sync_point()  # as a committer takes it before its fsync runs
+    assert len(point.sealed) == 5
+    handles = [segment.handle() for segment in point.sealed]
+    for offset in range(6):  # reads meanwhile touch every sealed segment
+        assert log.read(offset)[0].offset == offset
+    # None was closed (an evicted segment would hand out a new handle when reopened).
+    assert all(segment.handle() is handle for segment, handle in
+               zip(point.sealed, handles, strict=True))
+    point.run()  # the fsync thread's part: syncs and writes indexes of handles still open
+    point.finish()
+    assert not log.has_unconfirmed_seals
+    for offset in range(6):
+        assert log.read(offset)[0].offset == offset
+    log.close()
