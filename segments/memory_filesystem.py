@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import bisect
 import errno
+import functools
 import os
 import posixpath
 import random
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from segments.errors import DataDirLockedError
 
@@ -56,6 +58,21 @@ def _apply_content(buffer: bytearray, op: _ContentOp) -> None:
         del buffer[op:]
     else:
         buffer.extend(bytes(op - len(buffer)))
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _serialised(method: _F) -> _F:
+    """Run under the file system's lock: a group committer's fsync thread (sync
+    points) works on files while the event loop appends to others."""
+
+    @functools.wraps(method)
+    def locked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._guard:
+            return method(self, *args, **kwargs)
+
+    return cast(_F, locked)
 
 
 def _error(error_type: type[OSError], code: int, path: str) -> OSError:
@@ -139,35 +156,46 @@ class MemoryFileHandle:
     def path(self) -> str:
         return self._path
 
+    @property
+    def _guard(self) -> threading.RLock:
+        return self._fs._guard
+
     def _live(self) -> _Inode:
         if self._closed or self._epoch != self._fs._epoch:
             raise ValueError(f"I/O operation on closed file {self._path}")
         return self._inode
 
+    @_serialised
     def size(self) -> int:
         return len(self._live().current)
 
+    @_serialised
     def append(self, data: bytes) -> None:
         self._fs._append(self._live(), self._path, data)
 
+    @_serialised
     def append_parts(self, parts: Sequence[bytes]) -> None:
         for part in parts:
             self.append(part)
 
+    @_serialised
     def read_at(self, position: int, length: int) -> bytes:
         inode = self._live()
         if position < 0 or length < 0:
             raise _error(OSError, errno.EINVAL, self._path)
         return bytes(inode.current[position : position + length])
 
+    @_serialised
     def truncate(self, size: int) -> None:
         self._fs._truncate(self._live(), self._path, size)
 
+    @_serialised
     def sync(self) -> None:
         inode = self._live()
         self._fs._check_sync(self._path)
         inode.sync()
 
+    @_serialised
     def close(self) -> None:
         self._closed = True
 
@@ -185,6 +213,7 @@ class MemoryFileSystem:
     """Files in memory with explicit durability; see the module docstring."""
 
     def __init__(self, capacity_bytes: int | None = None) -> None:
+        self._guard = threading.RLock()  # see _serialised
         self._capacity = capacity_bytes
         self._used = 0
         self._epoch = 0
@@ -194,6 +223,7 @@ class MemoryFileSystem:
         self.fail_sync = False
         """When set, `handle.sync()` and `sync_dir` raise EIO and make nothing durable."""
 
+    @_serialised
     def open(self, path: str) -> MemoryFileHandle:
         path = posixpath.normpath(path)
         parent_path, parent, name = self._locate(path)
@@ -204,6 +234,7 @@ class MemoryFileSystem:
             parent.pending.append(_Link(self._next_seq(), parent_path, name, inode))
         return MemoryFileHandle(self, inode, path)
 
+    @_serialised
     def exists(self, path: str) -> bool:
         path = posixpath.normpath(path)
         if path in self._dirs:
@@ -211,13 +242,16 @@ class MemoryFileSystem:
         parent = self._dirs.get(posixpath.dirname(path) or ".")
         return parent is not None and posixpath.basename(path) in parent.current
 
+    @_serialised
     def file_size(self, path: str) -> int:
         return len(self._file(path).current)
 
+    @_serialised
     def listdir(self, path: str) -> list[str]:
         directory = self._directory(posixpath.normpath(path))
         return sorted([*directory.current, *directory.subdirs])
 
+    @_serialised
     def makedirs(self, path: str) -> None:
         path = posixpath.normpath(path)
         if path in self._dirs:
@@ -231,6 +265,7 @@ class MemoryFileSystem:
         self._dirs[path] = _Directory()
         parent.subdirs.add(name)
 
+    @_serialised
     def remove(self, path: str) -> None:
         path = posixpath.normpath(path)
         parent_path, parent, name = self._locate(path)
@@ -240,6 +275,7 @@ class MemoryFileSystem:
         self._unlink(inode)
         parent.pending.append(_Link(self._next_seq(), parent_path, name, None))
 
+    @_serialised
     def rename(self, source: str, destination: str) -> None:
         source = posixpath.normpath(source)
         destination = posixpath.normpath(destination)
@@ -258,6 +294,7 @@ class MemoryFileSystem:
         if target_path != source_path:
             target_dir.pending.append(op)
 
+    @_serialised
     def sync_dir(self, path: str) -> None:
         path = posixpath.normpath(path)
         directory = self._directory(path)
@@ -266,6 +303,7 @@ class MemoryFileSystem:
         cuts[path] = len(directory.pending)
         self._commit_namespace(cuts)
 
+    @_serialised
     def lock_dir(self, path: str) -> MemoryDirectoryLock:
         normalised = posixpath.normpath(path)
         self._directory(normalised)
@@ -277,26 +315,32 @@ class MemoryFileSystem:
         self._locks[normalised] = lock
         return lock
 
+    @_serialised
     def set_capacity(self, capacity_bytes: int | None) -> None:
         """Limit the total bytes of all files; None means unlimited."""
         self._capacity = capacity_bytes
 
     @property
+    @_serialised
     def used_bytes(self) -> int:
         return self._used
 
+    @_serialised
     def snapshot_bytes(self, path: str) -> bytes:
         """The current content of `path`, as reads see it."""
         return bytes(self._file(path).current)
 
+    @_serialised
     def durable_bytes(self, path: str) -> bytes:
         """The synced content of the inode now at `path` (ignores namespace durability)."""
         return bytes(self._file(path).durable)
 
+    @_serialised
     def crash(self, rng: random.Random) -> None:
         """Lose power: keep durable state plus random prefixes of pending state."""
         self._power_loss(rng)
 
+    @_serialised
     def crash_losing_all_unsynced(self) -> None:
         """Lose power and every unsynced operation: only durable state survives."""
         self._power_loss(None)
