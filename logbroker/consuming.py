@@ -92,10 +92,11 @@ def channel_closed(broker: Broker, vhost: str, channel_key: str, queues: set[str
             endpoint.channel_closed(channel_key)
 
 
-def local_channel_closed(broker: Broker, shell: QueueShell, channel_key: str) -> None:
+def local_channel_closed(broker: Broker, shell: QueueShell, channel_key: str,
+                         requeue: bool = True) -> None:
     tags = [t for t in shell.consumer_tags()
             if (c := shell.core.roster.get(t)) is not None and c.channel_key == channel_key]
-    shell.channel_closed(channel_key)
+    shell.channel_closed(channel_key, requeue)
     if tags:
         delete_if_auto_delete_and_unused(broker, shell)
 

@@ -27,12 +27,16 @@ until it applied as much, so a queue A just declared is open here before A's
 first publish or consume reaches it.
 
 When the link to A goes down, every channel A forwarded is closed here: its
-unacked messages (buffered on A or not: B cannot tell) are ready again and
-will be redelivered flagged redelivered, as when an AMQP connection drops.
+consumers go at once, and its unacked messages (buffered on A or not: B cannot
+tell) are ready again `REQUEUE_GRACE_S` later and redelivered flagged
+redelivered, as when an AMQP connection drops. The grace is for A: until A sees
+the same break it may hand its client what it buffered, unflagged, and that
+copy must not come after a flagged one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -53,6 +57,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 WINDOW = 512  # deliveries in flight per forwarded channel
+# When the link to a client's node breaks, that node may still hand its client
+# deliveries it buffered (lookahead) until it sees the same break: those copies go
+# out unflagged. What its channels held is therefore requeued (and redelivered,
+# flagged) only this long after the break, so a flagged copy never comes first.
+REQUEUE_GRACE_S = 0.25
 
 
 @dataclass
@@ -285,14 +294,21 @@ class QueueHost:
             sink = self._sinks[(peer, remote_key)] = ForwardedSink(self, peer, remote_key)
         return sink
 
-    def _close_sink(self, sink: ForwardedSink) -> None:
+    def _close_sink(self, sink: ForwardedSink, requeue_after_s: float = 0.0) -> None:
         broker = self.node.broker
         for vhost, name in sink.queues:
             shell = broker.queue(vhost, name)
-            if shell is not None:
-                consuming.local_channel_closed(broker, shell, sink.channel_key)
+            if shell is None:
+                continue
+            held = shell.core.unacked_of(sink.channel_key)
+            consuming.local_channel_closed(broker, shell, sink.channel_key,
+                                           requeue=not requeue_after_s)
+            if requeue_after_s and held:
+                asyncio.get_running_loop().call_later(
+                    requeue_after_s, shell.requeue_held, sink.channel_key, held)
 
     def peer_down(self, peer: str) -> None:
-        """The link to `peer` broke: its forwarded channels are closed (requeue)."""
+        """The link to `peer` broke: its forwarded channels are closed. Their consumers
+        go at once; what they held is requeued `REQUEUE_GRACE_S` later (see there)."""
         for key in [key for key in self._sinks if key[0] == peer]:
-            self._close_sink(self._sinks.pop(key))
+            self._close_sink(self._sinks.pop(key), requeue_after_s=REQUEUE_GRACE_S)

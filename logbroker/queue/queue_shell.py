@@ -289,12 +289,21 @@ class QueueShell:
         if gate is not None:
             await gate.acks_replicated()
 
-    def channel_closed(self, channel_key: str) -> None:
-        """Requeue what the channel left unacked (and forget its consumers)."""
+    def channel_closed(self, channel_key: str, requeue: bool = True) -> None:
+        """Forget the channel's consumers and requeue what it left unacked (unless
+        `requeue` is False: the caller requeues it later, see `requeue_held`)."""
         for tag in [t for t, sink in self._sinks.items() if sink.channel_key == channel_key]:
             self.remove_consumer(tag)
-        self._run(self.core.requeue_channel(channel_key))
+        if requeue:
+            self._run(self.core.requeue_channel(channel_key))
         self.schedule_pump()
+
+    def requeue_held(self, channel_key: str, offsets: Sequence[int]) -> None:
+        """Requeue those of `offsets` the channel still holds unacked."""
+        held = set(self.core.unacked_of(channel_key))
+        still = [offset for offset in offsets if offset in held]
+        if still and not self.closed:
+            self.reject(still, requeue=True)
 
     def get(self, channel_key: str, no_ack: bool) -> tuple[int, bool, Message] | None:
         """basic.get: (offset, redelivered, message) or None when the queue is empty."""

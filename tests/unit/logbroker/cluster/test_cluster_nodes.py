@@ -25,6 +25,7 @@ from logbroker.cluster.envelope import NOTICE, REQUEST, Envelope, encode_envelop
 from logbroker.cluster.remote_queue import RemoteQueue
 from logbroker.errors import BrokerError
 from logbroker.message import Message
+from logbroker.queue.consumers import Consumer
 from logbroker.queue.queue_shell import QueueShell
 from replication.transport import PeerAddress
 
@@ -302,3 +303,32 @@ async def test_a_delivery_to_a_channel_gone_on_the_client_node_is_given_back(
     await wait_for(lambda: shell.counters.delivered == 1, "the delivery to c")
     await wait_for(lambda: shell.core.unacked_count == 0 and shell.core.message_count == 1,
                    "c giving the message back", timeout_s=1.0)
+
+
+async def test_a_broken_link_requeues_what_the_channel_held_only_after_a_grace(
+    cluster: dict[str, ClusterNode],
+) -> None:
+    """c may still hand its client what it buffered until it sees the break too: a's
+    flagged redelivery must not come first (duplicates are only ever flagged)."""
+    from logbroker.cluster.queue_host import REQUEUE_GRACE_S
+
+    a, b = cluster["a"], cluster["b"]
+    await definitions.declare_queue(a.broker, session(a), "grace", arguments=CLIENT_LOCAL)
+    await wait_for(lambda: b.metadata.state.queue("/", "grace") is not None, "the queue on b")
+    shell = shell_of(a, "grace")
+    _inject(a, "c", request_frame(REQUEST, 10**15 + 2, Envelope(
+        "q.consume", _consume_header(a, "grace", "conn-c:7"))))
+    await asyncio.sleep(0.02)
+    _inject(a, "c", bytes([NOTICE]) + encode_envelope(Envelope(
+        "q.credit", {"ck": "conn-c:7", "n": 1})))
+    assert await publish(a.broker, "grace", persistent(b"held by c"))
+    await wait_for(lambda: shell.core.unacked_count == 1, "the delivery to c")
+    a.queue_host.peer_down("c")
+    assert shell.core.consumer_count == 0  # no more deliveries to c
+    await asyncio.sleep(REQUEUE_GRACE_S / 2)
+    assert (shell.core.unacked_count, shell.core.message_count) == (1, 0)  # still held
+    local = RecordingSink("conn-a:1")
+    consumer = Consumer("local", "conn-a:1", prefetch_count=0, no_ack=True)
+    shell.add_consumer(consumer, local)
+    await wait_for(lambda: bool(local.deliveries), "the redelivery", timeout_s=2.0)
+    assert [(d[2], d[3]) for d in local.deliveries] == [(0, True)]  # flagged
