@@ -284,19 +284,27 @@ async def test_channel_closed_right_after_consume_leaves_no_consumer(
     assert shell.core.consumer_count == 0
 
 
+async def _consumed_from_c(a: ClusterNode, b: ClusterNode, queue: str, channel_key: str,
+                           request_id: int) -> QueueShell:
+    """Queue `queue` led by a, with a consumer that node c forwarded (frames injected as
+    c's link would hand them) and credit for one delivery; a's shell of it."""
+    await definitions.declare_queue(a.broker, session(a), queue, arguments=CLIENT_LOCAL)
+    await wait_for(lambda: b.metadata.state.queue("/", queue) is not None, "the queue on b")
+    shell = shell_of(a, queue)
+    _inject(a, "c", request_frame(REQUEST, request_id, Envelope(
+        "q.consume", _consume_header(a, queue, channel_key))))
+    await asyncio.sleep(0.02)
+    _inject(a, "c", bytes([NOTICE]) + encode_envelope(Envelope(
+        "q.credit", {"ck": channel_key, "n": 1})))
+    return shell
+
+
 async def test_a_delivery_to_a_channel_gone_on_the_client_node_is_given_back(
     cluster: dict[str, ClusterNode],
 ) -> None:
     a, b = cluster["a"], cluster["b"]
-    await definitions.declare_queue(a.broker, session(a), "ghost", arguments=CLIENT_LOCAL)
-    await wait_for(lambda: b.metadata.state.queue("/", "ghost") is not None, "the queue on b")
-    shell = shell_of(a, "ghost")
     # A consumer of c's channel conn-c:5 that c no longer has (it closed meanwhile).
-    _inject(a, "c", request_frame(REQUEST, 10**15 + 1, Envelope(
-        "q.consume", _consume_header(a, "ghost", "conn-c:5"))))
-    await asyncio.sleep(0.02)
-    _inject(a, "c", bytes([NOTICE]) + encode_envelope(Envelope(
-        "q.credit", {"ck": "conn-c:5", "n": 1})))
+    shell = await _consumed_from_c(a, b, "ghost", "conn-c:5", 10**15 + 1)
     assert await publish(b.broker, "ghost", persistent(b"lost?"))
     # Counted, not watched: the delivery and its return can both be over by the time
     # the publish is confirmed.
@@ -313,14 +321,7 @@ async def test_a_broken_link_requeues_what_the_channel_held_only_after_a_grace(
     from logbroker.cluster.queue_host import REQUEUE_GRACE_S
 
     a, b = cluster["a"], cluster["b"]
-    await definitions.declare_queue(a.broker, session(a), "grace", arguments=CLIENT_LOCAL)
-    await wait_for(lambda: b.metadata.state.queue("/", "grace") is not None, "the queue on b")
-    shell = shell_of(a, "grace")
-    _inject(a, "c", request_frame(REQUEST, 10**15 + 2, Envelope(
-        "q.consume", _consume_header(a, "grace", "conn-c:7"))))
-    await asyncio.sleep(0.02)
-    _inject(a, "c", bytes([NOTICE]) + encode_envelope(Envelope(
-        "q.credit", {"ck": "conn-c:7", "n": 1})))
+    shell = await _consumed_from_c(a, b, "grace", "conn-c:7", 10**15 + 2)
     assert await publish(a.broker, "grace", persistent(b"held by c"))
     await wait_for(lambda: shell.core.unacked_count == 1, "the delivery to c")
     a.queue_host.peer_down("c")
