@@ -88,12 +88,9 @@ class _Inode:
     linked: bool = True
 
     def sync(self) -> None:
-        # A group committer syncs on its own thread while the loop appends: sync the
-        # writes made so far and leave the ones that arrive meanwhile pending.
-        synced = self.pending[: len(self.pending)]
-        for op in synced:
+        for op in self.pending:
             _apply_content(self.durable, op)
-        del self.pending[: len(synced)]
+        self.pending.clear()
 
     def recover(self, rng: random.Random | None) -> None:
         """Replace the current content by what a power loss leaves on disk."""

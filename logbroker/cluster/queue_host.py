@@ -300,10 +300,12 @@ class QueueHost:
             shell = broker.queue(vhost, name)
             if shell is None:
                 continue
+            if not requeue_after_s:
+                consuming.local_channel_closed(broker, shell, sink.channel_key)
+                continue
             held = shell.core.unacked_of(sink.channel_key)
-            consuming.local_channel_closed(broker, shell, sink.channel_key,
-                                           requeue=not requeue_after_s)
-            if requeue_after_s and held:
+            consuming.local_channel_closed(broker, shell, sink.channel_key, requeue=False)
+            if held:
                 asyncio.get_running_loop().call_later(
                     requeue_after_s, shell.requeue_held, sink.channel_key, held)
 
