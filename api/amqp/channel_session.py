@@ -59,6 +59,7 @@ from api.amqp.connection_context import ConnectionContext
 from api.amqp.delivery_tags import DeliveryTags, Unacked, UnknownDeliveryTag
 from api.amqp.direct_reply import PSEUDO_QUEUE, ReplyEndpoint
 from api.amqp.events import ChannelMethod, Publish
+from api.amqp.pending_acks import PendingAcks
 from api.amqp.publish_pipeline import PublishPipeline
 from logbroker import consuming
 from logbroker.consumer_resubscription import ConsumeRequest, ConsumerMoves, SinkConsumer
@@ -104,6 +105,7 @@ class ChannelSession:
         self._since_flush = 0  # deliveries since the shell last flushed our output
         self._pipeline = PublishPipeline(ctx, number)
         self._tx: Transaction[QueueEndpoint] | None = None
+        self._acks = PendingAcks(self._settle, ctx.after_read)
         # Set while earlier publishes (or a tx.commit) are unanswered: later events wait.
         self._backlog: deque[ChannelEvent] | None = None
         self._tasks: set[asyncio.Future[base.Frame | None]] = set()
@@ -223,7 +225,10 @@ class ChannelSession:
         try:
             if isinstance(event, Publish):
                 self._publish(event)
-            elif type(event.method) in DEFINITION_METHODS:
+                return
+            if self._acks and type(event.method) is not commands.Basic.Ack:
+                self._acks.flush()  # what follows an ack sees it settled
+            if type(event.method) in DEFINITION_METHODS:
                 self._run_async(self._definitions.handle(event.method), event.method)
             else:
                 self._handlers[type(event.method)](event.method)
@@ -279,6 +284,7 @@ class ChannelSession:
         """The channel is gone: forget consumers, requeue whatever it left unacked."""
         if self.closed:
             return
+        self._acks.flush()  # acked before the close: settled, not requeued
         self.closed = True
         self._pipeline.close()
         self._backlog = None
@@ -433,8 +439,11 @@ class ChannelSession:
     # -- settlement ------------------------------------------------------------------
 
     def _ack(self, method: commands.Basic.Ack) -> None:
-        self._settle_or_hold(Settlement(self._tags.take(method.delivery_tag, method.multiple),
-                                        ack=True))
+        taken = self._tags.take(method.delivery_tag, method.multiple)
+        if self._tx is not None:
+            self._tx.settlements.append(Settlement(taken, ack=True))
+        else:
+            self._acks.add(taken)  # settled with the read's other acks (pending_acks.py)
 
     def _nack(self, method: commands.Basic.Nack) -> None:
         taken = self._tags.take(method.delivery_tag, method.multiple)

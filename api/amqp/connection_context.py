@@ -10,9 +10,10 @@ their answers through the machine. They meet here:
 * ``machine`` queues output; sessions call ``notify_output()`` after writing to
   it from outside the shell's own event handling (a queue's pump delivering, a
   publish confirmed), and the shell flushes once per loop iteration;
-* ``start_batch_soon(start)`` runs a channel's publish batch once the shell has
-  handled the whole socket read that opened it (or on the next loop iteration
-  when it was opened outside input handling);
+* ``after_read(work)`` runs ``work`` once the shell has handled the whole
+  socket read it came from (or on the next loop iteration when it came from
+  outside input handling): a channel's publish batch starts, and its acks are
+  settled, once per read;
 * ``congested()`` is True while the socket's write buffer is over its high-water
   mark: channels then report no prefetch credit, so queues stop delivering
   until the client reads (no-ack consumers excepted, as the queue core allows);
@@ -71,7 +72,7 @@ class ConnectionContext:
     machine: AmqpConnection
     session: Session
     notify_output: Callable[[], None]
-    start_batch_soon: Callable[[Callable[[], None]], None]
+    after_read: Callable[[Callable[[], None]], None]
     congested: Callable[[], bool]
     in_flight: InFlight
     cancel_notify: bool = True  # the client has the consumer_cancel_notify capability

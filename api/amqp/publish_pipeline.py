@@ -6,7 +6,7 @@ A basic.publish must not hold up reading the connection (the next frames may
 be acks that free a consumer, or more publishes to batch into one fsync), so
 publishes are not awaited where they are read. The publishes a channel
 receives in one socket read form a batch, started once the read's frames are
-handled (``start_batch_soon``): ``publisher.start_batch`` routes each message,
+handled (``after_read``): ``publisher.start_batch`` routes each message,
 admits it to its queues and submits each queue's share to its group committer
 during the call, and gives a future that resolves when all are durable. One
 log submit per queue per batch instead of per message is what lets a
@@ -135,7 +135,7 @@ class PublishPipeline:
         batch = self._open
         if batch is None:
             batch = self._open = _Batch([])
-            self._ctx.start_batch_soon(self._start_batch)
+            self._ctx.after_read(self._start_batch)
         batch.messages.append(message)
         batch.size_bytes += size
         self._entries.append(_Entry(seq, message, mandatory, batch, len(batch.messages) - 1,

@@ -172,7 +172,7 @@ class ConnectionHandler:
         self._unblocked.set()
         self._published = False
         self._handling_input = False
-        self._opened_batches: list[Callable[[], None]] = []  # see start_batch_soon
+        self._after_read: list[Callable[[], None]] = []  # see after_read
         self.task: asyncio.Task[object] | None = None
         writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
 
@@ -234,8 +234,8 @@ class ConnectionHandler:
     # -- events ---------------------------------------------------------------------------
 
     def _process(self) -> None:
-        """Dispatch every queued event, start the publish batches they opened, then
-        flush and re-arm the timer."""
+        """Dispatch every queued event, run what they left for the end of the read
+        (publish batches, acks), then flush and re-arm the timer."""
         self._handling_input = True
         try:
             while events := self._machine.next_events():
@@ -250,9 +250,9 @@ class ConnectionHandler:
                         self._machine.close_connection(ReplyCode.INTERNAL_ERROR, text)
         finally:
             self._handling_input = False
-            opened, self._opened_batches = self._opened_batches, []
-            for start in opened:
-                start()
+            waiting, self._after_read = self._after_read, []
+            for work in waiting:
+                work()
         self._flush()
         if self._machine.closed:
             self._end_soon()
@@ -298,7 +298,7 @@ class ConnectionHandler:
             machine=self._machine,
             session=Session(self.connection_id, event.user, event.virtual_host),
             notify_output=self.notify_output,
-            start_batch_soon=self.start_batch_soon,
+            after_read=self.after_read,
             congested=self.congested,
             in_flight=self._in_flight,
             cancel_notify=self._machine.client_capabilities.get("consumer_cancel_notify")
@@ -320,14 +320,15 @@ class ConnectionHandler:
 
     # -- output ---------------------------------------------------------------------------
 
-    def start_batch_soon(self, start: Callable[[], None]) -> None:
-        """A channel opened a publish batch: start it once this read is handled (all
-        its publishes in one batch, with no loop iteration before the write), or on
-        the next iteration when it was opened outside input handling."""
+    def after_read(self, work: Callable[[], None]) -> None:
+        """Run `work` once this read is handled, before its output is flushed (a
+        channel's publish batch: all of the read's publishes in one batch, with no loop
+        iteration before the write; its acks, settled together), or on the next
+        iteration when it comes from outside input handling."""
         if self._handling_input:
-            self._opened_batches.append(start)
+            self._after_read.append(work)
         else:
-            self._loop.call_soon(start)
+            self._loop.call_soon(work)
 
     def notify_output(self) -> None:
         """Sessions wrote to the machine: flush once, at the end of this loop iteration."""

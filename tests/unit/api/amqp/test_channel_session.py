@@ -77,7 +77,7 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     machine = RecordingMachine()
     ctx = ConnectionContext(broker, machine, Session("conn-1", "guest", "/"),  # type: ignore[arg-type]
                             notify_output=lambda: None,
-                            start_batch_soon=lambda start: asyncio.get_running_loop().call_soon(
+                            after_read=lambda start: asyncio.get_running_loop().call_soon(
                                 start),
                             congested=lambda: False, in_flight=InFlight(1 << 20))
     yield Harness(broker, machine, ctx)
@@ -388,3 +388,49 @@ async def test_publishes_of_one_loop_iteration_go_to_the_broker_as_one_batch(
     frames = harness.machine.take()
     assert frames[-1].name == "Basic.Ack" and frames[-1].delivery_tag == 301
     assert pipeline.pending == 0
+
+
+async def _consume_three(harness: Harness) -> ChannelSession:
+    channel = harness.channel()
+    method(channel, commands.Queue.Declare(queue="q"))
+    for i in range(3):
+        publish(channel, f"m{i}".encode())
+    method(channel, commands.Basic.Consume(queue="q", consumer_tag="c"))
+    await settle()
+    delivered = [m for m in harness.machine.take() if isinstance(m, commands.Basic.Deliver)]
+    assert [d.delivery_tag for d in delivered] == [1, 2, 3]
+    return channel
+
+
+async def test_the_acks_of_one_read_are_settled_on_the_queue_together(
+    harness: Harness,
+) -> None:
+    channel = await _consume_three(harness)
+    shell = harness.broker.queue("/", "q")
+    assert shell is not None
+    calls: list[list[int]] = []
+    real_ack = shell.ack
+    shell.ack = lambda offsets: (calls.append(list(offsets)), real_ack(offsets))[1]  # type: ignore[method-assign]
+    for tag in (1, 2, 3):  # one read: no loop iteration between them
+        method(channel, commands.Basic.Ack(delivery_tag=tag))
+    assert calls == []  # gathered until the read is handled
+    await settle()
+    assert calls == [[0, 1, 2]]
+    assert (shell.core.message_count, shell.core.unacked_count) == (0, 0)
+
+
+async def test_an_ack_before_a_recover_or_a_close_is_settled_first(harness: Harness) -> None:
+    channel = await _consume_three(harness)
+    method(channel, commands.Basic.Ack(delivery_tag=1))
+    method(channel, commands.Basic.Recover(requeue=True))  # same read: sees the ack
+    await settle()
+    redelivered = [m for m in harness.machine.take() if isinstance(m, commands.Basic.Deliver)]
+    assert [(d.delivery_tag, d.redelivered) for d in redelivered] == [(4, True), (5, True)]
+    method(channel, commands.Basic.Ack(delivery_tag=5))
+    channel.close()  # in the same read as the ack: what was acked is not requeued
+    other = harness.channel(2)
+    method(other, commands.Basic.Consume(queue="q", consumer_tag="c2"))
+    await settle()
+    again = [(m.delivery_tag, m.redelivered, body) for _, m, body in harness.machine.sent
+             if isinstance(m, commands.Basic.Deliver)]
+    assert again == [(1, True, b"m1")]
