@@ -162,6 +162,7 @@ async def serve(settings: ServeSettings) -> int:
     from api.http.api_context import ApiContext, Listeners
     from api.http.server import start_http_server
     from logbroker.broker import Broker  # here: the client subcommands do not need it
+    from logbroker.gc_tuning import freeze_startup_heap
 
     cluster = None
     if settings.clustered:
@@ -183,6 +184,7 @@ async def serve(settings: ServeSettings) -> int:
                          cluster=cluster.membership if cluster is not None else None,
                          replicas=cluster.handover if cluster is not None else None)
     http = await start_http_server(context, settings.host, settings.http_port)
+    freeze_startup_heap()  # everything so far lives as long as the process
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
