@@ -147,11 +147,9 @@ class ChannelSession:
         entry = None if consumer.no_ack else Unacked(consumer.endpoint, offset, consumer_tag)
         tag = self._tags.issue(entry)
         self._since_flush += 1
-        method = commands.Basic.Deliver(
-            consumer_tag, tag, redelivered, message.exchange, message.routing_key
-        )
-        self._ctx.machine.send_content(self.number, method, message.encoded_properties(),
-                                       message.body)
+        self._ctx.machine.send_deliver(self.number, consumer_tag or "", tag, redelivered,
+                                       message.exchange, message.routing_key,
+                                       message.encoded_properties(), message.body)
         self._ctx.notify_output()
 
     def _deliver_reply(self, consumer_tag: str, message: Message) -> None:

@@ -32,8 +32,9 @@ from pamqp import base, commands
 
 from api.amqp.content_assembler import ContentAssembler, MessageTooLarge
 from api.amqp.events import ChannelClosed, ChannelMethod, ChannelOpened, Event, Publish
+from api.amqp.frame_buffers import Outbox
 from api.amqp.reply_codes import ReplyCode, reply_text, truncate_shortstr
-from api.amqp.wire import FRAME_METHOD, Outbox, ProtocolError, RawFrame, decode_method, method_ids
+from api.amqp.wire import FRAME_METHOD, ProtocolError, RawFrame, decode_method, method_ids
 from api.amqp.wire import method_name as _name
 
 __all__ = [

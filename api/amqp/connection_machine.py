@@ -55,6 +55,7 @@ from pamqp import base, commands, common
 from api.amqp.channel_table import CONTENT_METHODS, MACHINE_ONLY_METHODS, ChannelTable, frame_ids
 from api.amqp.connection_state import ENDING_STATES, NOT_READING_STATES, ConnectionState
 from api.amqp.events import ConnectionClosed, ConnectionFailed, Event
+from api.amqp.frame_buffers import Inbox, Outbox
 from api.amqp.handshake import (
     CONNECTION_CLASS_ID,
     OPEN_IDS,
@@ -69,12 +70,11 @@ from api.amqp.server_properties import ConnectionConfig
 from api.amqp.timers import Timers
 from api.amqp.wire import (
     FRAME_HEARTBEAT,
-    Inbox,
-    Outbox,
     ProtocolError,
     RawFrame,
     check_frame,
     encode_content,
+    encode_delivery,
     method_name,
 )
 
@@ -248,6 +248,21 @@ class AmqpConnection:
         if not self._can_send(channel):
             return False
         self._out.write(encode_content(channel, method, properties, body, self.tuning.frame_max))
+        return True
+
+    def send_deliver(self, channel: int, consumer_tag: str, delivery_tag: int,
+                     redelivered: bool, exchange: str, routing_key: str, properties: bytes,
+                     body: bytes) -> bool:
+        """`send_content` of a basic.deliver, from its fields (no pamqp object)."""
+        if not self._can_send(channel):
+            return False
+        data = encode_delivery(channel, consumer_tag, delivery_tag, redelivered, exchange,
+                               routing_key, properties, body, self.tuning.frame_max)
+        if data is None:  # an unusual field: pamqp's encoder says what is wrong with it
+            method = commands.Basic.Deliver(consumer_tag, delivery_tag, redelivered, exchange,
+                                            routing_key)
+            data = encode_content(channel, method, properties, body, self.tuning.frame_max)
+        self._out.write(data)
         return True
 
     def close_channel(

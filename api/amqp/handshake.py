@@ -5,7 +5,7 @@ tune-ok, open, close and update-secret as RabbitMQ does, answers close / close-o
 while our own connection.close waits, and keeps what the handshake negotiated:
 client properties and capabilities, SASL mechanism, user, tuning, virtual host.
 
-It writes replies to the connection's :class:`~api.amqp.wire.Outbox` and events
+It writes replies to the connection's :class:`~api.amqp.frame_buffers.Outbox` and events
 to its event list, raises :class:`~api.amqp.wire.ProtocolError` for bad input
 (a method out of place, a malformed login, a bad tune-ok), and returns every
 other decision to :class:`~api.amqp.connection_machine.AmqpConnection`, which
@@ -23,6 +23,7 @@ from pamqp import commands, common
 from api.amqp.channel_table import frame_ids
 from api.amqp.connection_state import ConnectionState
 from api.amqp.events import Event, OpenRequested, SecretUpdated
+from api.amqp.frame_buffers import Inbox, Outbox
 from api.amqp.negotiation import (
     Tuning,
     as_bytes,
@@ -43,8 +44,6 @@ from api.amqp.server_properties import (
 from api.amqp.wire import (
     FRAME_METHOD,
     PROTOCOL_HEADER,
-    Inbox,
-    Outbox,
     ProtocolError,
     RawFrame,
     decode_method,

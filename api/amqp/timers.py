@@ -14,7 +14,8 @@ Time only enters as ``now_ms`` from the owner and never runs backwards here.
 from __future__ import annotations
 
 from api.amqp.connection_state import HANDSHAKE_STATES, ConnectionState
-from api.amqp.wire import HEARTBEAT_FRAME, Outbox
+from api.amqp.frame_buffers import Outbox
+from api.amqp.wire import HEARTBEAT_FRAME
 
 __all__ = ["CLOSING_TIMEOUT_S", "HANDSHAKE_TIMEOUT_S", "Timers"]
 

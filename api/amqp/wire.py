@@ -14,8 +14,8 @@ only ever see that one exception type for bad input.
 
 Invariants
 ----------
-* Nothing here keeps state but the two buffers (:class:`Inbox`,
-  :class:`Outbox`); every function is pure.
+* Nothing here keeps state (the socket buffers are :mod:`api.amqp.frame_buffers`);
+  every function is pure.
 * Methods are decoded without running pamqp's ``__init__`` / ``validate`` (which
   warn or reject values RabbitMQ accepts) and encoded without ``validate`` for
   the same reason: exchange and queue names may hold any UTF-8, as in RabbitMQ.
@@ -41,14 +41,15 @@ __all__ = [
     "HEARTBEAT_FRAME",
     "PROTOCOL_HEADER",
     "ContentHeaderPrefix",
-    "Inbox",
-    "Outbox",
     "ProtocolError",
     "RawFrame",
     "check_frame",
+    "content_frames",
     "decode_content_header",
     "decode_method",
+    "deliver_arguments",
     "encode_content",
+    "encode_delivery",
     "encode_method",
     "method_ids",
     "method_name",
@@ -333,20 +334,21 @@ def _encode_arguments(method: base.Frame) -> bytes:
 _DELIVERY_TAG = struct.Struct(">Q")
 
 
-def _encode_deliver(method: commands.Basic.Deliver) -> bytes | None:
+def deliver_arguments(consumer_tag: object, delivery_tag: object, redelivered: bool,
+                      exchange: object, routing_key: object) -> bytes | None:
     """basic.deliver's arguments, as `_encode_arguments` would write them (about 5x
     faster: one per delivery); None when a field is unusual, for the generic path."""
-    tag, exchange, key = method.consumer_tag, method.exchange, method.routing_key
-    delivery_tag = method.delivery_tag
-    if not (isinstance(tag, str) and isinstance(exchange, str) and isinstance(key, str)
-            and isinstance(delivery_tag, int) and 0 <= delivery_tag < 1 << 63):
+    if not (isinstance(consumer_tag, str) and isinstance(exchange, str)
+            and isinstance(routing_key, str) and isinstance(delivery_tag, int)
+            and 0 <= delivery_tag < 1 << 63):
         return None
-    encoded_tag, encoded_exchange, encoded_key = tag.encode(), exchange.encode(), key.encode()
+    encoded_tag, encoded_exchange = consumer_tag.encode(), exchange.encode()
+    encoded_key = routing_key.encode()
     if max(len(encoded_tag), len(encoded_exchange), len(encoded_key)) > 255:
         return None
     return b"".join((
         bytes((len(encoded_tag),)), encoded_tag, _DELIVERY_TAG.pack(delivery_tag),
-        b"\x01" if method.redelivered else b"\x00",
+        b"\x01" if redelivered else b"\x00",
         bytes((len(encoded_exchange),)), encoded_exchange,
         bytes((len(encoded_key),)), encoded_key))
 
@@ -356,7 +358,9 @@ def encode_method(channel: int, method: base.Frame) -> bytes:
     try:
         arguments = None
         if type(method) is commands.Basic.Deliver:
-            arguments = _encode_deliver(method)
+            arguments = deliver_arguments(method.consumer_tag, method.delivery_tag,
+                                          bool(method.redelivered), method.exchange,
+                                          method.routing_key)
         if arguments is None:
             arguments = _encode_arguments(method)
     except (TypeError, ValueError, struct.error) as err:
@@ -375,6 +379,29 @@ def encode_content(
 
     An empty body has no body frame, as in RabbitMQ.
     """
+    return encode_method(channel, method) + content_frames(channel, properties, body,
+                                                           frame_max)
+
+
+_DELIVER_IDS = _METHOD_IDS.pack(commands.Basic.frame_id, commands.Basic.Deliver.frame_id)
+
+
+def encode_delivery(channel: int, consumer_tag: str, delivery_tag: int, redelivered: bool,
+                    exchange: str, routing_key: str, properties: bytes, body: bytes,
+                    frame_max: int) -> bytes | None:
+    """`encode_content` of a basic.deliver without building pamqp's object (one per
+    delivery); None when a field is unusual (use `encode_content`)."""
+    arguments = deliver_arguments(consumer_tag, delivery_tag, redelivered, exchange,
+                                  routing_key)
+    if arguments is None:
+        return None
+    return (_frame(FRAME_METHOD, channel, _DELIVER_IDS + arguments)
+            + content_frames(channel, properties, body, frame_max))
+
+
+def content_frames(channel: int, properties: commands.Basic.Properties | bytes, body: bytes,
+                   frame_max: int) -> bytes:
+    """The content header frame and the body frames of a content method."""
     if isinstance(properties, bytes):  # already in wire form (flags + property list)
         head = _CONTENT_HEADER.pack(commands.Basic.frame_id, 0, len(body)) + properties
     else:
@@ -382,8 +409,13 @@ def encode_content(
             head = header.ContentHeader(0, len(body), properties).marshal()
         except (TypeError, ValueError, struct.error) as err:
             raise ValueError(f"cannot encode the content properties: {err}") from err
-    parts = [encode_method(channel, method), _frame(FRAME_HEADER, channel, head)]
+    parts = [_frame(FRAME_HEADER, channel, head)]
     chunk = frame_max - FRAME_OVERHEAD if frame_max else len(body) or 1
+    if len(body) <= chunk:  # the usual case: one body frame, no copy of the body
+        if body:
+            parts += (_FRAME_HEADER.pack(FRAME_BODY, channel, len(body)), body,
+                      FRAME_END_BYTES)
+        return b"".join(parts)
     view = memoryview(body)
     for offset in range(0, len(body), chunk):
         piece = view[offset : offset + chunk]
@@ -394,72 +426,6 @@ def encode_content(
 
 
 _CONTENT_HEADER = struct.Struct(">HHQ")  # class id, weight, body size
-
-
-class Inbox:
-    """Bytes received from the socket and not yet consumed, read front to back."""
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._pos = 0
-
-    def feed(self, data: bytes | bytearray | memoryview) -> None:
-        self._buffer += data
-
-    def peek(self, size: int) -> bytes:
-        return bytes(self._buffer[self._pos : self._pos + size])
-
-    def skip(self, size: int) -> None:
-        self._pos += size
-
-    def next_frame(self, max_payload: int) -> RawFrame | None:
-        """Consume the next complete frame; None if incomplete (see :func:`parse_frame`)."""
-        parsed = parse_frame(self._buffer, self._pos, max_payload)
-        if parsed is None:
-            return None
-        frame, self._pos = parsed
-        return frame
-
-    def compact(self) -> None:
-        """Free the consumed bytes."""
-        if self._pos:
-            del self._buffer[: self._pos]
-            self._pos = 0
-
-    def clear(self) -> None:
-        self._buffer = bytearray()
-        self._pos = 0
-
-
-class Outbox:
-    """Bytes waiting for the socket, and when the last of them was queued.
-
-    ``now_ms`` is the owner's clock (the latest time it was told); writes are
-    stamped with it for the heartbeat sender. Once ``sealed``, writes are dropped.
-    """
-
-    def __init__(self, now_ms: int) -> None:
-        self.now_ms = now_ms
-        self.last_write_ms = now_ms
-        self.sealed = False
-        self._buffer = bytearray()
-
-    def write(self, data: bytes) -> None:
-        if self.sealed:
-            return
-        self._buffer += data
-        self.last_write_ms = self.now_ms
-
-    def method(self, channel: int, method: base.Frame) -> None:
-        self.write(encode_method(channel, method))
-
-    def drain(self) -> bytes:
-        out = bytes(self._buffer)
-        self._buffer.clear()
-        return out
-
-    def __len__(self) -> int:
-        return len(self._buffer)
 
 
 def _split_index(index: int) -> tuple[int, int]:

@@ -41,6 +41,13 @@ class RecordingMachine:
         self.sent.append((channel, method, body))
         return True
 
+    def send_deliver(self, channel: int, consumer_tag: str, delivery_tag: int,
+                     redelivered: bool, exchange: str, routing_key: str, _props: bytes,
+                     body: bytes) -> bool:
+        self.sent.append((channel, commands.Basic.Deliver(
+            consumer_tag, delivery_tag, redelivered, exchange, routing_key), body))
+        return True
+
     def close_channel(self, channel: int, code: int, text: str, class_id: int = 0,
                       method_id: int = 0) -> bool:
         self.channel_closes.append((channel, code, text, class_id, method_id))

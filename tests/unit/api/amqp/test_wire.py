@@ -13,8 +13,10 @@ from pamqp import base, commands, frame
 from api.amqp.wire import (
     ProtocolError,
     _encode_arguments,
-    _encode_deliver,
     decode_method,
+    deliver_arguments,
+    encode_content,
+    encode_delivery,
     encode_method,
     method_name,
     parse_frame,
@@ -133,10 +135,30 @@ def test_the_basic_deliver_fast_path_encodes_as_the_generic_one(
     method.consumer_tag, method.delivery_tag, method.redelivered = (
         consumer_tag, delivery_tag, redelivered)
     method.exchange, method.routing_key = exchange, routing_key
-    fast = _encode_deliver(method)
+    fast = deliver_arguments(consumer_tag, delivery_tag, redelivered, exchange, routing_key)
     try:
         generic = _encode_arguments(method)
     except Exception:
         assert fast is None  # too long for a short string: the generic path raises
         return
     assert fast == generic
+
+
+@given(st.text(max_size=300), st.integers(0, (1 << 63) - 1), st.booleans(),
+       st.binary(max_size=40), st.integers(0, 100), st.sampled_from([0, 9, 16, 4096]))
+def test_a_delivery_from_its_fields_encodes_as_encode_content_does(
+    consumer_tag: str, delivery_tag: int, redelivered: bool, properties_tail: bytes,
+    body_bytes: int, frame_max: int,
+) -> None:
+    properties = b"\x00\x00"  # no property present
+    body = bytes(range(body_bytes))
+    method = commands.Basic.Deliver.__new__(commands.Basic.Deliver)
+    method.consumer_tag, method.delivery_tag, method.redelivered = (
+        consumer_tag, delivery_tag, redelivered)
+    method.exchange, method.routing_key = "ex", properties_tail.hex()[:300]
+    fast = encode_delivery(1, consumer_tag, delivery_tag, redelivered, method.exchange,
+                           method.routing_key, properties, body, frame_max)
+    if len(consumer_tag.encode()) > 255 or len(method.routing_key) > 255:
+        assert fast is None
+        return
+    assert fast == encode_content(1, method, properties, body, frame_max)
