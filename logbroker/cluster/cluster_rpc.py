@@ -143,6 +143,21 @@ class ClusterRpc:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_posted)
 
+    def extend_last(self, peer: str, envelope: Envelope, size: int) -> bool:
+        """True if `envelope` is still the last notice posted to `peer` (posted alone,
+        without a batch key) and `size` more bytes fit in its frame: they are counted,
+        and the caller appends its items to the envelope's lists. A poster that sends a
+        stream of items this way builds one envelope, not one per item to merge later."""
+        posted = self._posted.get(peer)
+        if not posted:
+            return False
+        last = posted[-1]
+        if (len(last.envelopes) != 1 or last.envelopes[0] is not envelope
+                or last.size + size > BATCH_BYTES):
+            return False
+        last.size += size
+        return True
+
     def _flush_posted(self) -> None:
         self._flush_scheduled = False
         for peer in list(self._posted):

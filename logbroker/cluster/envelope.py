@@ -42,7 +42,7 @@ class EnvelopeDecodeError(ValueError):
 class Envelope:
     op: str
     header: dict[str, Any] = field(default_factory=dict)
-    blobs: tuple[bytes, ...] = ()
+    blobs: Sequence[bytes] = ()  # a list while its poster still appends (ClusterRpc.extend_last)
 
 
 def encode_envelope(envelope: Envelope) -> bytes:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from logbroker import consuming
 from logbroker.broker import MOVE_WAIT_S
@@ -74,6 +74,7 @@ class ForwardedSink:
     granted: int = 0
     sent: int = 0
     queues: set[tuple[str, str]] = field(default_factory=set)
+    _open: Envelope | None = None  # the q.deliver this sink appends to (`deliver`)
 
     @property
     def channel_key(self) -> str:
@@ -82,10 +83,25 @@ class ForwardedSink:
     def deliver(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
                 message: Message) -> None:
         self.sent += 1
-        self.host.node.rpc.post(self.node, Envelope("q.deliver", {
+        blob = encode_message(message)
+        ttl_left = self.host.ttl_left(self, queue, offset)
+        rpc = self.host.node.rpc
+        envelope = self._open
+        if (envelope is not None and envelope.header["q"] == queue
+                and rpc.extend_last(self.node, envelope, len(blob))):
+            header = envelope.header
+            header["tag"].append(consumer_tag)
+            header["o"].append(offset)
+            header["r"].append(redelivered)
+            header["x"].append(ttl_left)
+            cast(list[bytes], envelope.blobs).append(blob)
+            return
+        # One envelope per queue and loop turn, appended to while nothing else is posted
+        # to the node after it (which keeps the order of notices).
+        self._open = Envelope("q.deliver", {
             "q": queue, "ck": self.remote_key, "tag": [consumer_tag], "o": [offset],
-            "r": [redelivered], "x": [self.host.ttl_left(self, queue, offset)]},
-            (encode_message(message),)), ("q.deliver", self.remote_key, queue))
+            "r": [redelivered], "x": [ttl_left]}, [blob])
+        rpc.post(self.node, self._open)
 
     def consumer_cancelled(self, queue: str, consumer_tag: str,
                            leader_moved: bool = False) -> None:
@@ -112,7 +128,6 @@ class QueueHost:
         rpc.on_notice("q.cancel", self._cancel)
         rpc.on_notice("q.channel_closed", self._channel_closed)
         rpc.on_notice("q.credit", self._credit)
-        rpc.batches("q.deliver", "tag", "o", "r", "x")
 
     async def _caught_up(self, header: dict[str, object]) -> None:
         index = int(str(header.get("a", 0)))

@@ -130,3 +130,25 @@ async def test_large_batches_are_split_by_size(monkeypatch: pytest.MonkeyPatch) 
     assert [env.header["o"] for env in got] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
     assert all(len(payload) < 300 for _, _, payload in pair.sent)
     await pair.close()
+
+
+async def test_extend_last_appends_to_the_last_posted_envelope_only_while_it_is_last() -> None:
+    pair = Pair()
+    got: list[Envelope] = []
+    pair.b.on_notice("d", lambda peer, env: got.append(env))
+    pair.b.on_notice("x", lambda peer, env: got.append(env))
+    open_envelope = Envelope("d", {"o": [1]}, [b"a"])
+    pair.a.post("b", open_envelope)
+    assert pair.a.extend_last("b", open_envelope, 1)
+    open_envelope.header["o"].append(2)
+    assert isinstance(open_envelope.blobs, list)
+    open_envelope.blobs.append(b"b")
+    assert not pair.a.extend_last("c", open_envelope, 1)  # nothing posted to that peer
+    assert not pair.a.extend_last("b", open_envelope, cluster_rpc.BATCH_BYTES)  # too big
+    pair.a.post("b", Envelope("x", {"i": 1}))
+    assert not pair.a.extend_last("b", open_envelope, 1)  # no longer last: order kept
+    await settle()
+    assert not pair.a.extend_last("b", open_envelope, 1)  # sent with the turn's frame
+    assert [(env.op, env.header, tuple(env.blobs)) for env in got] == [
+        ("d", {"o": [1, 2]}, (b"a", b"b")), ("x", {"i": 1}, ())]
+    await pair.close()
