@@ -175,6 +175,11 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             else:
                 self._schedule_background_sync()
             return future
+        if not self._pending and self._wake is not None and not self._wake.done():
+            # The flusher waits out an fsync that lets writes go on: write now rather
+            # than wake it for this (a loop iteration later); the next fsync covers it.
+            self._write_group([entry])
+            return future
         self._pending.append(entry)
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)

@@ -235,10 +235,11 @@ async def test_submissions_during_an_fsync_are_written_at_once_and_wait_for_the_
         await asyncio.sleep(0)
     assert written == [10] and target.points_taken == [1]  # the first fsync is running
     second = committer.submit_nowait(2, on_written=written.append)
+    assert written == [10, 20]  # written during the submit: no loop iteration to wait
     transient = committer.submit_nowait(3, durable=False, on_written=written.append)
+    assert written == [10, 20, 30]  # written during the fsync, not after it
     for _ in range(20):
         await asyncio.sleep(0)
-    assert written == [10, 20, 30]  # written during the fsync, not after it
     assert await transient == 30 and not first.done() and not second.done()
     target.release.set()
     assert await first == 10
