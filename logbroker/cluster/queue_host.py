@@ -75,6 +75,7 @@ class ForwardedSink:
     sent: int = 0
     queues: set[tuple[str, str]] = field(default_factory=set)
     _open: Envelope | None = None  # the q.deliver this sink appends to (`deliver`)
+    shells: dict[str, QueueShell] = field(default_factory=dict)  # by name, for `ttl_left`
 
     @property
     def channel_key(self) -> str:
@@ -294,14 +295,15 @@ class QueueHost:
         A duration, not a time, so A can tell when a message it buffered expired
         without comparing clocks with this node.
         """
-        for vhost, name in sink.queues:
-            if name == queue:
-                shell = self.node.broker.queue(vhost, name)
-                if shell is None:
-                    return None
-                expires = shell.core.meta(offset).expires_at_ms
-                return None if expires == NO_EXPIRY else max(0, expires - shell.clock())
-        return None
+        shell = sink.shells.get(queue)
+        if shell is None or shell.closed:
+            shell = next((self.node.broker.queue(vhost, name) for vhost, name in sink.queues
+                          if name == queue), None)  # one vhost per channel: names are unique
+            if shell is None:
+                return None
+            sink.shells[queue] = shell
+        expires = shell.core.meta(offset).expires_at_ms
+        return None if expires == NO_EXPIRY else max(0, expires - shell.clock())
 
     def _sink(self, peer: str, remote_key: str) -> ForwardedSink:
         sink = self._sinks.get((peer, remote_key))

@@ -297,6 +297,8 @@ class RemoteQueueRegistry:
         bounded = 0  # deliveries whose credit goes back on arrival (`ForwardedConsumer.bounded`)
         touched: dict[int, ForwardedConsumer] = {}
         consumer: ForwardedConsumer | None = None
+        tag_seen: object = None
+        counts_bounded = False
         now = asyncio.get_running_loop().time()
         offsets = header["o"]
         for tag, offset, redelivered, ttl_left, blob in zip(
@@ -304,17 +306,20 @@ class RemoteQueueRegistry:
                 envelope.blobs, strict=True):
             item = Buffered(int(offset), bool(redelivered), blob,
                             None if ttl_left is None else now + int(ttl_left) / 1000)
-            if consumer is None or consumer.tag != tag:
+            if tag != tag_seen or consumer is None:  # runs of one consumer's deliveries
+                tag_seen = tag
                 consumer = self.consumers.get(channel_key, str(tag))
                 if consumer is not None and (consumer.node, consumer.queue) != (peer, queue):
                     consumer = None
+                if consumer is not None:
+                    touched[id(consumer)] = consumer
+                    counts_bounded = consumer.bounded
             if consumer is None:
                 stray.setdefault(str(tag), []).append(item)  # cancelled here meanwhile
                 continue
             consumer.buffer.append(item)
-            if consumer.bounded:
+            if counts_bounded:
                 bounded += 1
-            touched[id(consumer)] = consumer
         if bounded:
             self._owe(peer, channel_key, bounded)
         for consumer in touched.values():
