@@ -1,0 +1,60 @@
+"""build_message: RabbitMQ's JSON publish shape to a Message, with the properties'
+encoding reused across messages that carry the same scalar properties."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from api.http.http_errors import ApiError
+from api.http.http_publish import build_message
+from logbroker.broker import Broker
+from logbroker.broker_config import BrokerConfig, Session
+from logbroker.errors import BrokerError
+from logbroker.message import encode_properties
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    opened = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
+    yield opened
+    await opened.close()
+
+
+SESSION = Session("c1", "guest", "/")
+
+
+async def test_equal_scalar_properties_share_one_encoding_that_decodes_to_them(
+        broker: Broker) -> None:
+    item = {"routing_key": "q", "payload": "hi",
+            "properties": {"delivery_mode": 2, "content_type": "text/plain", "priority": 3}}
+    first = build_message(broker, SESSION, "", item)
+    second = build_message(broker, SESSION, "", {**item, "payload": "ho"})
+    assert first.encoded_properties() is second.encoded_properties()
+    assert first.properties is second.properties  # no headers: only immutable values
+    properties = second.properties
+    assert (properties.delivery_mode, properties.content_type, properties.priority) == (
+        2, "text/plain", 3)
+    assert second.body == b"ho" and second.routing_key == "q"
+    assert first.encoded_properties() == encode_properties(properties)
+
+
+async def test_a_cached_encoding_never_admits_what_the_checks_refuse(broker: Broker) -> None:
+    build_message(broker, SESSION, "", {"properties": {"delivery_mode": 1}})
+    with pytest.raises(ApiError) as raised:  # True hashes like 1; it must not hit the cache
+        build_message(broker, SESSION, "", {"properties": {"delivery_mode": True}})
+    assert raised.value.field == "properties.delivery_mode"
+    build_message(broker, SESSION, "", {"properties": {"user_id": "guest"}})
+    for _ in range(2):  # the second time from the cache: the checks still run
+        with pytest.raises(BrokerError, match="user_id"):
+            build_message(broker, SESSION, "", {"properties": {"user_id": "alice"}})
+
+
+async def test_properties_with_headers_are_encoded_per_message(broker: Broker) -> None:
+    item = {"properties": {"headers": {"k": "v"}}}
+    first = build_message(broker, SESSION, "", item)
+    second = build_message(broker, SESSION, "", item)
+    assert first.encoded_properties() == second.encoded_properties()
+    assert first.properties.headers == {"k": "v"}
