@@ -50,6 +50,13 @@ class Publisher:
     def route_all(self, vhost: str, exchange: str, message: Message
                   ) -> tuple[list[QueueShell], list[str]]:
         """(shells of local target queues, names of target queues led by other nodes)."""
+        shells, remote, _ = self._route(vhost, exchange, message)
+        return shells, remote
+
+    def _route(self, vhost: str, exchange: str, message: Message
+               ) -> tuple[list[QueueShell], list[str], bool]:
+        """`route_all`, and whether the route holds for any message with that exchange
+        and routing key (`RoutingResult.by_key_only`)."""
         routed = self._routers(vhost).route(
             exchange,
             RoutedMessage(message.routing_key, message.properties.headers,
@@ -63,7 +70,7 @@ class Publisher:
                 shells.append(shell)
             elif self._remote() is not None:
                 remote.append(name)
-        return shells, remote
+        return shells, remote, routed.by_key_only
 
     async def publish(self, vhost: str, message: Message) -> PublishResult:
         return (await self.publish_batch(vhost, [message]))[0]
@@ -87,9 +94,18 @@ class Publisher:
             now_ms = int(time.time() * 1000)
             routed = []
             forwarded: list[tuple[int, Message, list[str]]] = []
+            # A batch's messages mostly share exchange and key; nothing can change the
+            # bindings or the queues during this call, so a route by key alone is reused.
+            routes: dict[tuple[str, str], tuple[list[QueueShell], list[str]]] = {}
             for index, message in enumerate(messages):
                 message.timestamp_ms = message.timestamp_ms or now_ms
-                shells, remote = self.route_all(vhost, message.exchange, message)
+                route = routes.get((message.exchange, message.routing_key))
+                if route is None:
+                    shells, remote, by_key_only = self._route(vhost, message.exchange, message)
+                    if by_key_only:
+                        routes[(message.exchange, message.routing_key)] = (shells, remote)
+                else:
+                    shells, remote = route
                 routed.append((message, shells))
                 if remote:
                     forwarded.append((index, message, remote))

@@ -42,7 +42,7 @@ from logbroker.routing.errors import (
     InvalidBindingError,
     InvalidExchangeError,
 )
-from logbroker.routing.exchange_types import BindingIndex, make_index
+from logbroker.routing.exchange_types import KEY_ONLY_TYPES, BindingIndex, make_index
 from logbroker.routing.types import (
     Binding,
     Destination,
@@ -203,7 +203,11 @@ class ExchangeRouter:
                 elif destination.name not in reached and self.has_exchange(destination.name):
                     reached.add(destination.name)
                     pending.append(destination.name)
-        return RoutingResult(queues=tuple(queues), exchanges_visited=tuple(visited))
+        by_key_only = all(name == DEFAULT_EXCHANGE
+                          or self._exchanges[name].spec.type in KEY_ONLY_TYPES
+                          for name in visited)
+        return RoutingResult(queues=tuple(queues), exchanges_visited=tuple(visited),
+                             by_key_only=by_key_only)
 
     def _destinations(self, name: str, message: RoutedMessage) -> Sequence[Destination]:
         """One exchange's destinations, or its alternate exchange when it has none."""

@@ -41,6 +41,9 @@ TOPIC: Final = "topic"
 HEADERS: Final = "headers"
 CONSISTENT_HASH: Final = "x-consistent-hash"
 EXCHANGE_TYPES: Final = frozenset({DIRECT, FANOUT, TOPIC, HEADERS, CONSISTENT_HASH})
+#: Types whose choice of bindings depends on the routing key alone (headers looks at
+#: the headers, x-consistent-hash may hash a header or a property).
+KEY_ONLY_TYPES: Final = frozenset({DIRECT, FANOUT, TOPIC})
 
 
 class BindingIndex(Protocol):

@@ -115,11 +115,14 @@ class RoutingResult:
 
     `queues` holds each queue once, in the order routing first reached it;
     `exchanges_visited` every exchange that routed the message, in order,
-    starting with the one it was published to.
+    starting with the one it was published to. `by_key_only`: every exchange
+    visited chose by the routing key alone, so any message published with the same
+    exchange and key (to the same bindings) goes to the same queues.
     """
 
     queues: tuple[str, ...]
     exchanges_visited: tuple[str, ...]
+    by_key_only: bool = field(default=False, compare=False)  # how, not where: not compared
 
     @property
     def routed(self) -> bool:

@@ -452,3 +452,19 @@ def test_binding_arguments_are_read_only_copies() -> None:
     with pytest.raises(TypeError):
         binding.arguments["c"] = 3  # type: ignore[index]
     assert hash(binding) == hash(Binding("h", Q("q"), "", {"a": 1, "x-match": "any"}))
+
+
+def test_a_route_is_by_key_only_when_no_visited_exchange_looks_past_the_key() -> None:
+    router = make_router({"q"})
+    declare(router, "t", "topic", ae="h")
+    declare(router, "f", "fanout")
+    declare(router, "h", "headers")
+    bind(router, "t", X("f"), "a.*")
+    bind(router, "f", Q("q"))
+    bind(router, "h", Q("q"), args={"x-match": "any", "k": "v"})
+    assert router.route("", msg("q")).by_key_only  # the default exchange
+    routed = router.route("t", msg("a.b"))
+    assert routed.queues == ("q",) and routed.by_key_only  # topic, then fanout
+    unroutable = router.route("t", msg("x", {"k": "v"}))  # to its alternate, a headers one
+    assert unroutable.queues == ("q",) and not unroutable.by_key_only
+    assert not router.route("h", msg("a.b", {"k": "v"})).by_key_only

@@ -194,3 +194,27 @@ async def test_settled_segments_stay_for_replay_within_retention(tmp_path: Path)
     assert capped.log.size_bytes <= 100_000 + 2 * 64 * 1024
     assert capped.read_log(0, 1 << 20)[0].offset == capped.log.log_start_offset
     await broker.close()
+
+
+async def test_a_batch_routes_each_exchange_and_key_once_unless_routing_reads_more(
+        tmp_path: Path) -> None:
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
+    await definitions.declare_queue(broker, SESSION, "a", durable=True)
+    await definitions.declare_queue(broker, SESSION, "b", durable=True)
+    await definitions.declare_exchange(broker, SESSION, "hx", "headers")
+    await definitions.bind_queue(broker, SESSION, "b", "hx", "",
+                                 {"x-match": "any", "to": "b"})
+    router = broker.router("/")
+    calls: list[str] = []
+    real_route = router.route
+    router.route = lambda exchange, message: (  # type: ignore[method-assign]
+        calls.append(exchange), real_route(exchange, message))[1]
+    batch = [Message("", "a", b"1"), Message("", "a", b"2"),
+             Message("hx", "", b"3", commands.Basic.Properties(headers={"to": "b"})),
+             Message("hx", "", b"4", commands.Basic.Properties(headers={"to": "nobody"})),
+             Message("", "a", b"5")]
+    results = await broker.publisher.publish_batch("/", batch)
+    assert [r.routed for r in results] == [True, True, True, False, True]
+    assert calls == ["", "hx", "hx"]  # the default exchange once; headers per message
+    assert (await definitions.declare_queue(broker, SESSION, "a", passive=True))[1] == 3
+    await broker.close()
