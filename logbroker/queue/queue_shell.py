@@ -189,8 +189,7 @@ class QueueShell:
             if self.replication is not None:
                 self.replication.wrote(result.next_offset)
             try:
-                for index, meta in enumerate(metas):
-                    self._make_ready(result.base_offset + index, meta)
+                self._make_ready(result.base_offset, metas)
             except Exception as error:  # a broken invariant must fail the publish
                 if not confirmed.done():
                     confirmed.set_exception(error)
@@ -221,8 +220,11 @@ class QueueShell:
         written.add_done_callback(on_durable)
         return confirmed
 
-    def _make_ready(self, offset: int, meta: MessageMeta) -> None:
-        self._appended[offset] = meta
+    def _make_ready(self, base_offset: int, metas: Sequence[MessageMeta]) -> None:
+        """The messages written at `base_offset` onwards are ready (in order, and, when
+        replicated, once below the high watermark)."""
+        for index, meta in enumerate(metas):
+            self._appended[base_offset + index] = meta
         self._release_held()
 
     def _release_held(self) -> None:
