@@ -35,8 +35,11 @@ def exchange_name(name: str) -> str:
 
 
 def build_message(broker: Broker, session: Session, exchange: str, item: Mapping[str, Any],
-                  field: str = "") -> Message:
-    """Check one publish request (RabbitMQ's JSON shape) and make its message."""
+                  field: str = "", exchanges_checked: set[str] | None = None) -> Message:
+    """Check one publish request (RabbitMQ's JSON shape) and make its message.
+
+    `exchanges_checked`: one set per request or frame, so each exchange's checks
+    (existence, internal, write permission) run once for it (`check_publish`)."""
     prefix = f"{field}." if field else ""
     routing_key = item.get("routing_key", "")
     if not isinstance(routing_key, str) or len(routing_key.encode()) > 255:
@@ -52,7 +55,7 @@ def build_message(broker: Broker, session: Session, exchange: str, item: Mapping
     if not isinstance(raw_properties, dict):
         raise ApiError(400, "properties must be an object", f"{prefix}properties")
     properties, encoded = _properties(raw_properties, f"{prefix}properties")
-    check_publish(broker, session, exchange, properties, len(body))
+    check_publish(broker, session, exchange, properties, len(body), exchanges_checked)
     return Message(exchange, routing_key, body, properties, _encoded_properties=encoded)
 
 
@@ -69,7 +72,8 @@ _ENCODED_SEEN_MAX = 256
 def _properties(raw: Mapping[str, Any], field: str) -> tuple[Properties, bytes | None]:
     """The properties (for the checks, read only) and, when cacheable, their encoding."""
     if all(value is None or type(value) in (str, int, bool) for value in raw.values()):
-        key = tuple(sorted((name, type(value), value) for name, value in raw.items()))
+        # Unsorted: the same properties in another order only miss the cache.
+        key = tuple((name, type(value), value) for name, value in raw.items())
         seen = _ENCODED_SEEN.get(key)
         if seen is not None:
             return seen

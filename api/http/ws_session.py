@@ -245,10 +245,11 @@ class WsSession:
             # Malformed as a whole: nothing published; the error keeps the frame's place.
             self._publishes.submit_error(error_of(error, frame_ref(frame)))
             return
+        checked: set[str] = set()  # exchanges whose checks this frame passed
         self._publishes.submit([item.id for item in items],
-                               [self._build(item) for item in items])
+                               [self._build(item, checked) for item in items])
 
-    def _build(self, item: PublishItem) -> Message | str:
+    def _build(self, item: PublishItem, exchanges_checked: set[str]) -> Message | str:
         """The message to publish, or why it is refused (it will be nacked)."""
         exchange = item.fields.get("exchange", "")
         if not isinstance(exchange, str):
@@ -256,7 +257,7 @@ class WsSession:
         try:
             check_not_blocked(self._broker)
             return build_message(self._broker, self._session, exchange_name(exchange),
-                                 item.fields, item.field_prefix)
+                                 item.fields, item.field_prefix, exchanges_checked)
         except ApiError as error:
             return error.reason
         except BrokerError as error:

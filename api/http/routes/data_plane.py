@@ -61,8 +61,9 @@ async def publish_batch(vhost: str, name: str, body: BatchBody, ctx: ApiContext 
     vhost_name, exchange = path_name(vhost), exchange_name(path_name(name))
     who_session = session(ctx, who, vhost_name)
     check_not_blocked(ctx.broker)
+    checked: set[str] = set()  # the exchange's checks run once for the request
     messages = [build_message(ctx.broker, who_session, exchange, item.model_dump(),
-                              f"messages.{index}")
+                              f"messages.{index}", checked)
                 for index, item in enumerate(body.messages)]
     outcomes = await publish_many(ctx.broker, vhost_name, messages)
     return {"results": [

@@ -58,3 +58,21 @@ async def test_properties_with_headers_are_encoded_per_message(broker: Broker) -
     second = build_message(broker, SESSION, "", item)
     assert first.encoded_properties() == second.encoded_properties()
     assert first.properties.headers == {"k": "v"}
+
+
+async def test_a_batch_checks_each_exchange_once_and_a_refused_one_every_time(
+        broker: Broker) -> None:
+    checks: list[str] = []
+    real_check = broker.check
+    broker.check = lambda session, kind, name, permission: (  # type: ignore[method-assign]
+        checks.append(name), real_check(session, kind, name, permission))[1]
+    checked: set[str] = set()
+    for _ in range(3):
+        build_message(broker, SESSION, "amq.direct", {"routing_key": "q"}, "", checked)
+    assert checks == ["amq.direct"]
+    for _ in range(2):  # not found: refused at each message, never remembered as passed
+        with pytest.raises(BrokerError, match="no exchange"):
+            build_message(broker, SESSION, "missing", {}, "", checked)
+    assert checked == {"amq.direct"}
+    build_message(broker, SESSION, "amq.direct", {"routing_key": "q"})  # no set: checked
+    assert checks == ["amq.direct", "amq.direct"]
