@@ -149,7 +149,17 @@ def encode_batch_parts(
     encoded_headers: list[bytes] = []
     if any(headers):
         flags |= FLAG_HEADERS
-        encoded_headers = [_encode_headers(h) if h else b"" for h in headers]
+        # A batch's records mostly carry equal headers (a broker's exchange, routing
+        # key and properties): each distinct set is encoded once.
+        distinct: dict[Headers, bytes] = {}
+        for h in headers:
+            if not h:
+                encoded_headers.append(b"")
+                continue
+            encoded = distinct.get(h)
+            if encoded is None:
+                encoded = distinct[h] = _encode_headers(h)
+            encoded_headers.append(encoded)
         parts.append(array("I", map(len, encoded_headers)).tobytes())
     if has_keys:
         parts.extend(k for k in keys if k)
