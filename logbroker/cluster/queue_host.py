@@ -99,10 +99,17 @@ class ForwardedSink:
             return
         # One envelope per queue and loop turn, appended to while nothing else is posted
         # to the node after it (which keeps the order of notices).
-        self._open = Envelope("q.deliver", {
+        envelope = self._open = Envelope("q.deliver", {
             "q": queue, "ck": self.remote_key, "tag": [consumer_tag], "o": [offset],
             "r": [redelivered], "x": [ttl_left]}, [blob])
-        rpc.post(self.node, self._open)
+        rpc.post(self.node, envelope)
+        # Let go of it once this turn's notices are sent (after the flush, which was
+        # scheduled first): an idle sink must not hold its last megabyte of messages.
+        asyncio.get_running_loop().call_soon(self._let_go, envelope)
+
+    def _let_go(self, envelope: Envelope) -> None:
+        if self._open is envelope:
+            self._open = None
 
     def consumer_cancelled(self, queue: str, consumer_tag: str,
                            leader_moved: bool = False) -> None:
