@@ -119,7 +119,8 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self._group_items_max = group_items_max
         self._pending: list[_Pending[ItemT, ResultT]] = []
         self._unsynced: list[tuple[asyncio.Future[ResultT], ResultT]] = []  # written, not synced
-        self._wake: asyncio.Future[None] | None = None  # set while an fsync waits for submissions
+        # True while an fsync with a sync point runs: submissions are written at once.
+        self._writing_during_sync = False
         self._pending_items_max = pending_items_max
         self._in_flight = 0
         self._room_waiters: deque[asyncio.Future[None]] = deque()
@@ -175,14 +176,12 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             else:
                 self._schedule_background_sync()
             return future
-        if not self._pending and self._wake is not None and not self._wake.done():
-            # The flusher waits out an fsync that lets writes go on: write now rather
-            # than wake it for this (a loop iteration later); the next fsync covers it.
+        if self._writing_during_sync and not self._pending:
+            # The running fsync lets writes go on: write now (readable, deliverable
+            # before this call returns); the next fsync covers it.
             self._write_group([entry])
             return future
         self._pending.append(entry)
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
         if idle:
             self._flusher = loop.create_task(self._flush_pending())
         return future
@@ -250,12 +249,12 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         loop = asyncio.get_running_loop()
         synced = loop.run_in_executor(
             self._fsync_thread, self._timed, self._target.sync if point is None else point.run)
-        if point is not None:
-            while not synced.done():
-                await self._submission_or(synced)
-                self._write_pending()
+        self._writing_during_sync = point is not None  # see submit_nowait
         try:
-            await synced
+            try:
+                await synced
+            finally:
+                self._writing_during_sync = False
             if point is not None:
                 point.finish()
         except Exception as error:
@@ -267,22 +266,6 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             if not future.done():
                 future.set_result(result)
         self._release_room(len(waiting))
-
-    async def _submission_or(self, synced: asyncio.Future[None]) -> None:
-        """Return on the next submission or when `synced` completes, whichever is first."""
-        wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def on_synced(_: asyncio.Future[None]) -> None:
-            if not wake.done():
-                wake.set_result(None)
-
-        self._wake = wake
-        synced.add_done_callback(on_synced)
-        try:
-            await wake
-        finally:
-            self._wake = None
-            synced.remove_done_callback(on_synced)
 
     def _schedule_background_sync(self) -> None:
         if self._interval_sync is not None:
