@@ -16,6 +16,7 @@ class ConnectionInfo:
     vhost: str
     connected_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     channels: int = 0
+    state: str = "running"  # RabbitMQ's connection states: "flow", "blocked" while not read
 
 
 class ConnectionRegistry:

@@ -75,11 +75,13 @@ class Publisher:
     async def publish(self, vhost: str, message: Message) -> PublishResult:
         return (await self.publish_batch(vhost, [message]))[0]
 
-    async def publish_batch(self, vhost: str, messages: Sequence[Message]
+    async def publish_batch(self, vhost: str, messages: Sequence[Message],
+                            holds: list[asyncio.Future[None]] | None = None,
                             ) -> list[PublishResult]:
-        return await self.start_batch(vhost, messages)
+        return await self.start_batch(vhost, messages, holds)
 
-    def start_batch(self, vhost: str, messages: Sequence[Message]
+    def start_batch(self, vhost: str, messages: Sequence[Message],
+                    holds: list[asyncio.Future[None]] | None = None,
                     ) -> asyncio.Future[list[PublishResult]]:
         """Publish `messages` in order, with one log write per target queue.
 
@@ -89,6 +91,10 @@ class Publisher:
         resolves once all of it is durable. A batch (an AMQP channel's publishes
         of one socket read, a REST or WebSocket frame) costs one append per
         queue, not a task and a future per message.
+
+        `holds` receives a future for each local target queue that holds its
+        publishers back (`publisher_flow`): the caller reads no more from this
+        publisher until they are done.
         """
         try:
             now_ms = int(time.time() * 1000)
@@ -110,14 +116,14 @@ class Publisher:
                 if remote:
                     forwarded.append((index, message, remote))
             if not forwarded:
-                return self._deliver_now(routed)
+                return self._deliver_now(routed, holds)
             remote_queues = self._remote()
             assert remote_queues is not None
             # Sent before the local appends, as one call: a publisher's messages keep
             # their order on every node.
             sent = remote_queues.publish(
                 vhost, [(message, names) for _, message, names in forwarded])
-            local = self._deliver_now(routed)
+            local = self._deliver_now(routed, holds)
         except Exception as error:  # a queue closed under us, a disk error: nack them
             failed: asyncio.Future[list[PublishResult]] = (
                 asyncio.get_running_loop().create_future())
@@ -130,7 +136,8 @@ class Publisher:
         """Publish messages already routed to local queues (forwarded by another node)."""
         return await self._deliver_now(routed)
 
-    def _deliver_now(self, routed: Sequence[tuple[Message, list[QueueShell]]]
+    def _deliver_now(self, routed: Sequence[tuple[Message, list[QueueShell]]],
+                     holds: list[asyncio.Future[None]] | None = None,
                      ) -> asyncio.Future[list[PublishResult]]:
         """Admit each message to its target queues and append every queue's share now
         (so call order is log order); the future resolves once all of it is durable."""
@@ -147,6 +154,10 @@ class Publisher:
                 if admission is Admission.REJECT_DEAD_LETTER:
                     pending.append(self.dead_letter(shell, message, DeadLetterReason.MAXLEN))
         pending.extend(shell.append_many(batch) for shell, batch in per_queue.values())
+        if holds is not None:
+            for shell, _ in per_queue.values():
+                if (hold := shell.flow_gate.hold()) is not None:
+                    holds.append(hold)
         results = [PublishResult(routed=bool(targets), confirmed=index not in refused,
                                  reason=refused.get(index, ""))
                    for index, (_, targets) in enumerate(routed)]

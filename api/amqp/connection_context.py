@@ -21,6 +21,9 @@ their answers through the machine. They meet here:
   the connection; over the limit the shell stops reading from the socket, which
   is how a fast publisher is slowed to the disk's pace (TCP back-pressure, the
   way RabbitMQ's credit flow ends up blocking the reader).
+* ``flow_holds`` collects what queues whose consumers fall behind on a
+  saturated broker hand their publishers (:mod:`logbroker.queue.publisher_flow`);
+  the shell does not read again until those are done.
 """
 
 from __future__ import annotations
@@ -75,5 +78,8 @@ class ConnectionContext:
     after_read: Callable[[Callable[[], None]], None]
     congested: Callable[[], bool]
     in_flight: InFlight
+    # Futures of queues holding this connection's publishers back (publisher_flow);
+    # the shell reads no more from the socket until they are done.
+    flow_holds: list[asyncio.Future[None]] = field(default_factory=list)
     cancel_notify: bool = True  # the client has the consumer_cancel_notify capability
     direct_reply: DirectReplyRegistry = field(default_factory=DirectReplyRegistry)  # per listener

@@ -76,6 +76,7 @@ logger = logging.getLogger(__name__)
 READ_SIZE = 256 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024  # socket write buffer above this: congested
 PUBLISH_IN_FLIGHT_LIMIT = 64 * 1024 * 1024  # bytes routed but not yet durable, per connection
+FLOW_WAIT_MAX_S = 2.0  # backstop: a queue's hold ends by itself well before this
 SHUTDOWN_TEXT = "broker forced connection closure with reason 'shutdown'"
 
 _handlers: weakref.WeakKeyDictionary[asyncio.Server, set[ConnectionHandler]] = (
@@ -160,6 +161,7 @@ class ConnectionHandler:
         self._sessions: dict[int, ChannelSession] = {}
         self._ctx: ConnectionContext | None = None
         self._in_flight = InFlight(PUBLISH_IN_FLIGHT_LIMIT)
+        self._flow_holds: list[asyncio.Future[None]] = []  # see _wait_for_flow
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline = 0
@@ -207,15 +209,38 @@ class ConnectionHandler:
             await self._writer.drain()
         while self._in_flight.full and not self._machine.closed:
             await self._in_flight.wait_for_room()
+        if self._flow_holds:
+            await self._wait_for_flow()
         if self._published and not self._unblocked.is_set() and not self._finished:
             # A publishing connection waits out the alarm unread; like RabbitMQ, do not
             # count the silence this causes as missed heartbeats.
-            self._machine.pause_heartbeat_monitor(True, _now_ms())
+            self._set_state("blocked")
             try:
                 while not self._unblocked.is_set() and not self._finished:
                     await self._unblocked.wait()
             finally:
-                self._machine.pause_heartbeat_monitor(False, _now_ms())
+                self._set_state("running")
+
+    async def _wait_for_flow(self) -> None:
+        """Queues this connection published to hold it back while their consumers catch
+        up (logbroker.queue.publisher_flow): it is not read until they let go."""
+        holds = [hold for hold in self._flow_holds if not hold.done()]
+        self._flow_holds.clear()
+        if not holds:
+            return
+        self._set_state("flow")
+        try:
+            # Each hold ends by itself (its queue bounds it); the timeout is a backstop.
+            await asyncio.wait(holds, timeout=FLOW_WAIT_MAX_S)
+        finally:
+            self._set_state("running")
+
+    def _set_state(self, state: str) -> None:
+        """"running", or why the connection is not read: "flow", "blocked" (RabbitMQ's
+        connection states). Silence while not read is not a missed heartbeat."""
+        self._machine.pause_heartbeat_monitor(state != "running", _now_ms())
+        if self._info is not None:
+            self._info.state = state
 
     def resource_alarm(self, active: bool, reason: str) -> None:
         """A memory or disk alarm went on or off: connection.blocked / unblocked.
@@ -301,6 +326,7 @@ class ConnectionHandler:
             after_read=self.after_read,
             congested=self.congested,
             in_flight=self._in_flight,
+            flow_holds=self._flow_holds,
             cancel_notify=self._machine.client_capabilities.get("consumer_cancel_notify")
             is True,
             direct_reply=self._replies,

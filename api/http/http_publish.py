@@ -8,6 +8,7 @@ queue.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -91,11 +92,13 @@ def check_not_blocked(broker: Broker) -> None:
         raise ApiError(503, f"publishing is blocked by a resource alarm: {alarms.reason}")
 
 
-async def publish_many(broker: Broker, vhost: str, messages: Sequence[Message]
+async def publish_many(broker: Broker, vhost: str, messages: Sequence[Message],
+                       holds: list[asyncio.Future[None]] | None = None,
                        ) -> list[PublishOutcome]:
-    """Publish in order with one log write per queue; one outcome per message."""
+    """Publish in order with one log write per queue; one outcome per message.
+    `holds`: see `Publisher.start_batch`."""
     try:
-        results = await broker.publisher.publish_batch(vhost, messages)
+        results = await broker.publisher.publish_batch(vhost, messages, holds)
     except BrokerError as error:
         return [PublishOutcome(False, False, error.text)] * len(messages)
     except OSError as error:

@@ -124,4 +124,4 @@ def connection_view(ctx: ApiContext, info: ConnectionInfo) -> dict[str, Any]:
     return {"name": info.connection_id, "node": ctx.node_name, "protocol": info.protocol,
             "peer_host": info.peer_host, "peer_port": info.peer_port, "user": info.user,
             "vhost": info.vhost, "channels": info.channels,
-            "connected_at": info.connected_at_ms, "state": "running"}
+            "connected_at": info.connected_at_ms, "state": info.state}

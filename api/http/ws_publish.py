@@ -18,7 +18,9 @@ order of the frames however the fsyncs interleave.
 
 The socket's reader asks `wait_room` before reading another frame: while
 `MAX_IN_FLIGHT_MESSAGES` messages or `MAX_IN_FLIGHT_FRAMES` frames are
-unanswered it stops reading, and the client's sends back up into TCP.
+unanswered it stops reading, and the client's sends back up into TCP. It
+also waits while a queue this socket published to holds its publishers back
+(:mod:`logbroker.queue.publisher_flow`), as an AMQP connection in flow does.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ logger = logging.getLogger(__name__)
 MAX_IN_FLIGHT_MESSAGES = 10_000  # the reader pauses at this many unanswered messages...
 MAX_IN_FLIGHT_FRAMES = 1_000  # ...or frames (one frame may add up to MAX_FRAME_MESSAGES)
 _BYTES_PER_ID = 32
+FLOW_WAIT_MAX_S = 2.0
 
 # Answers still running when their socket closed: their publishes go on (the client
 # sent them), and the event loop only holds weak references to tasks.
@@ -71,6 +74,8 @@ class PublishChain:
         self._frames = 0
         self._room = asyncio.Event()
         self._room.set()
+        # Queues holding this socket's publishes back (logbroker.queue.publisher_flow).
+        self._holds: list[asyncio.Future[None]] = []
 
     @property
     def in_flight(self) -> tuple[int, int]:
@@ -80,12 +85,18 @@ class PublishChain:
     async def wait_room(self) -> None:
         while not self._room.is_set():
             await self._room.wait()
+        holds = [hold for hold in self._holds if not hold.done()]
+        self._holds.clear()
+        if holds:
+            # Each hold ends by itself (its queue bounds it); the timeout is a backstop.
+            await asyncio.wait(holds, timeout=FLOW_WAIT_MAX_S)
 
     def submit(self, ids: Sequence[Ref], messages: Sequence[Message | str]) -> None:
         """Start publishing `messages` now (a str: a message refused, and why); the frame's
         confirm follows the earlier answers."""
         accepted = [m for m in messages if isinstance(m, Message)]
-        work = asyncio.ensure_future(publish_many(self._broker, self._vhost, accepted))
+        work = asyncio.ensure_future(
+            publish_many(self._broker, self._vhost, accepted, self._holds))
 
         async def outcome() -> Frame:
             results: list[PublishOutcome | BaseException]

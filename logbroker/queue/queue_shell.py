@@ -39,6 +39,7 @@ from logbroker.queue.effects import (
     QueueExpired,
     Settle,
 )
+from logbroker.queue.flow_gate import FlowGate
 from logbroker.queue.message_meta import MessageMeta, meta_of
 from logbroker.queue.queue_core import Admission, QueueCore
 from logbroker.queue.queue_opening import open_queue_files
@@ -112,6 +113,9 @@ class QueueShell:
         self.replication: ReplicationGate | None = None
         self._held_delivered_below = 0  # see queue_opening
         self._held_acks: list[int] = []  # acks taken while cut off from the controller
+        # Publishers wait while this queue's consumers catch up (publisher_flow).
+        self.flow_gate = FlowGate(lambda: (self.core.message_count, self.core.consumer_count,
+                                           self.counters.delivered))
 
     @property
     def name(self) -> str:
@@ -348,6 +352,7 @@ class QueueShell:
                 credit[sink.channel_key] = room
         self._run(self.core.pump(self.clock(), credit))
         self._arm_timer()
+        self.flow_gate.check()
 
     def _arm_timer(self) -> None:
         if self._timer is not None:
@@ -458,6 +463,7 @@ class QueueShell:
             await asyncio.gather(self._effect_chain, return_exceptions=True)
         await self._settler.drain()
         self.closed = True
+        self.flow_gate.release()
         if self.replication is not None:
             self.replication.close("the queue's leader replica closed")
         if self._timer is not None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pika
 from pamqp import commands, exceptions, frame, header, heartbeat
 
+from logbroker.queue.publisher_flow import FlowLimits, PublisherFlow
 from logbroker.resource_alarms import Watermarks
 from tests.integration.amqp.conftest import BrokerThread
 from tests.integration.amqp.helpers import consume_n, pump_until, wait_for_count
@@ -137,3 +138,32 @@ def test_resource_alarm_blocks_publishers_until_it_clears(
     broker_thread.call(lambda: alarm(None))
     pump_until([connection], lambda: events == ["low on memory", "unblocked"])
     assert wait_for_count(observer, "alarmed", 6) == 6
+
+
+def test_a_queue_whose_consumer_falls_behind_stops_reading_its_publisher(
+    connect: Connect, broker_thread: BrokerThread,
+) -> None:
+    publisher_connection = connect()
+    publisher = publisher_connection.channel()
+    publisher.queue_declare("flowing")
+    broker = broker_thread.broker
+    # Small limits, and no stall or maximum to end the hold: only the consumer can.
+    limits = FlowLimits(high=3, low=1, open_min_ms=0, stall_ms=60_000, trial_hold_max_ms=60_000)
+    broker_thread.call(lambda: setattr(broker.queue("/", "flowing").flow_gate, "flow",
+                                       PublisherFlow(limits)))
+    consumer_connection = connect()
+    consumer = consumer_connection.channel()
+    consumer.basic_qos(prefetch_count=1)
+    delivered: list[bytes] = []
+    consumer.basic_consume("flowing", lambda _c, _m, _p, body: delivered.append(body))
+    for i in range(12):  # sent one by one: the server stops reading once it holds
+        publisher.basic_publish("", "flowing", f"m{i}".encode())
+        publisher_connection.process_data_events(time_limit=0.05)
+    consumer_connection.process_data_events(time_limit=0.1)
+    observer = connect().channel()
+    assert observer.queue_declare("flowing", passive=True).method.message_count <= 6
+    assert "flow" in [info.state for info in broker.connections.all()]
+    assert delivered == [b"m0"]
+    consumer_connection.close()  # no consumer left: the hold ends, m0 is requeued
+    assert wait_for_count(observer, "flowing", 12) == 12
+    assert "flow" not in [info.state for info in broker.connections.all()]

@@ -112,7 +112,8 @@ async def settle(rounds: int = 20) -> None:
 class FakePublisher:
     """What the pipeline calls, `start_batch`, in terms of a test's `publish_batch`."""
 
-    def start_batch(self, vhost: str, messages: list[Message]
+    def start_batch(self, vhost: str, messages: list[Message],
+                    holds: list[asyncio.Future[None]] | None = None,
                     ) -> asyncio.Future[list[PublishResult]]:
         return asyncio.ensure_future(self.publish_batch(vhost, messages))
 

@@ -12,6 +12,7 @@ from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig, Session
 from logbroker.errors import BrokerError
 from logbroker.message import Message
+from logbroker.queue.publisher_flow import FlowLimits, PublisherFlow
 
 SESSION = Session("conn-1", "guest", "/")
 
@@ -35,8 +36,8 @@ class RecordingSink:
         return self.room
 
 
-def persistent(body: bytes, **props: object) -> Message:
-    return Message("", "", body, commands.Basic.Properties(delivery_mode=2, **props))
+def persistent(body: bytes, routing_key: str = "", **props: object) -> Message:
+    return Message("", routing_key, body, commands.Basic.Properties(delivery_mode=2, **props))
 
 
 async def publish(broker: Broker, exchange: str, key: str, message: Message) -> bool:
@@ -217,4 +218,47 @@ async def test_a_batch_routes_each_exchange_and_key_once_unless_routing_reads_mo
     assert [r.routed for r in results] == [True, True, True, False, True]
     assert calls == ["", "hx", "hx"]  # the default exchange once; headers per message
     assert (await definitions.declare_queue(broker, SESSION, "a", passive=True))[1] == 3
+    await broker.close()
+
+
+async def test_a_queue_whose_consumers_fall_behind_holds_its_publishers(tmp_path: Path) -> None:
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
+    await definitions.declare_queue(broker, SESSION, "busy", durable=True)
+    await definitions.declare_queue(broker, SESSION, "idle", durable=True)
+    busy = broker.queue("/", "busy")
+    busy.flow_gate.flow = PublisherFlow(FlowLimits(high=3, low=1, open_min_ms=0,
+                                                   stall_ms=60_000, trial_hold_max_ms=60_000))
+    sink = RecordingSink(room=0)  # a consumer out of credit: everything stays ready
+    await consuming.consume(broker, SESSION, "busy", sink, consumer_tag="c1")
+    holds: list[asyncio.Future[None]] = []
+    published = 0
+    while not holds and published < 6:
+        await broker.publisher.start_batch("/", [persistent(b"m", routing_key="busy"),
+                                                 persistent(b"i", routing_key="idle")], holds)
+        published += 1
+    assert len(holds) == 1 and not holds[0].done()  # the busy queue's hold only
+    assert published == 5  # the 4th publish made the backlog pass `high`: measured; 5th held
+    # Forwarded and dead-lettered publishes are not held: only callers that pass `holds`.
+    for _ in range(3):
+        assert (await broker.publisher.publish_batch(
+            "/", [persistent(b"x", routing_key="busy")]))[0].confirmed
+    sink.room = None  # credit again: the consumer takes the backlog, the hold ends
+    busy.schedule_pump()
+    await asyncio.wait_for(holds[0], 1.0)
+    assert len(sink.deliveries) == 8
+    await broker.close()
+
+
+async def test_a_closing_queue_lets_its_held_publishers_go(tmp_path: Path) -> None:
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
+    await definitions.declare_queue(broker, SESSION, "busy", durable=True)
+    busy = broker.queue("/", "busy")
+    busy.flow_gate.flow = PublisherFlow(FlowLimits(high=0, low=0, open_min_ms=0,
+                                                   stall_ms=60_000, trial_hold_max_ms=60_000))
+    await consuming.consume(broker, SESSION, "busy", RecordingSink(room=0), consumer_tag="c1")
+    holds: list[asyncio.Future[None]] = []
+    while not holds:
+        await broker.publisher.start_batch("/", [persistent(b"m", routing_key="busy")], holds)
+    await definitions.delete_queue(broker, SESSION, "busy")
+    await asyncio.wait_for(holds[0], 1.0)
     await broker.close()

@@ -1,0 +1,77 @@
+"""The publishers a queue holds back (`PublisherFlow` decides; this keeps the future).
+
+Every publisher held during one hold waits on the same future; the queue's
+shell asks `check` after each pump (deliveries change the backlog), and a
+timer asks while holding, because a hold also ends on the clock (a stall, the
+maximum length).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from logbroker.queue.publisher_flow import PublisherFlow
+
+__all__ = ["FlowGate", "FlowSample"]
+
+# (ready messages, consumers, messages delivered so far)
+FlowSample = Callable[[], tuple[int, int, int]]
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class FlowGate:
+    def __init__(self, sample: FlowSample, flow: PublisherFlow | None = None,
+                 clock: Callable[[], int] = _monotonic_ms) -> None:
+        self.flow = flow or PublisherFlow()
+        self._sample = sample
+        self._clock = clock
+        self._hold: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def hold(self) -> asyncio.Future[None] | None:
+        """After a publish to the queue: what its publisher must wait for, if anything."""
+        if self._hold is not None:
+            return self._hold
+        ready, consumers, delivered = self._sample()
+        if not self.flow.should_hold(ready, consumers, delivered, self._clock()):
+            return None
+        self._hold = asyncio.get_running_loop().create_future()
+        self._arm()
+        return self._hold
+
+    def check(self) -> None:
+        """Release the held publishers if the hold is over."""
+        if self._hold is None:
+            return
+        ready, consumers, delivered = self._sample()
+        if self.flow.should_release(ready, consumers, delivered, self._clock()):
+            self.release()
+        elif self._timer is None:
+            self._arm()
+
+    def release(self) -> None:
+        """End the hold now (the queue is closing, or `check` said so)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        hold, self._hold = self._hold, None
+        if self.flow.holding:
+            self.flow.should_release(0, 0, self._sample()[2], self._clock())
+        if hold is not None and not hold.done():
+            hold.set_result(None)
+
+    def _arm(self) -> None:
+        deadline_ms = self.flow.next_check_ms(self._clock())
+        if deadline_ms is None:
+            return
+        delay_s = max(0.0, (deadline_ms - self._clock()) / 1000)
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.check()

@@ -1,0 +1,51 @@
+"""PublishChain: a WebSocket's reader waits while a queue holds its publishes back."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+from api.http.ws_publish import PublishChain
+from logbroker.message import Message
+from logbroker.publishing import PublishResult
+
+
+class HoldingPublisher:
+    """Confirms every message and hands each batch's caller one hold to wait on."""
+
+    def __init__(self) -> None:
+        self.hold: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def publish_batch(self, _vhost: str, messages: list[Message],
+                            holds: list[asyncio.Future[None]] | None = None,
+                            ) -> list[PublishResult]:
+        assert holds is not None
+        holds.append(self.hold)
+        return [PublishResult(routed=True, confirmed=True) for _ in messages]
+
+
+class Broker:
+    def __init__(self) -> None:
+        self.publisher = HoldingPublisher()
+
+
+class Outbox:
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    async def send(self, frame: Any, _size: int) -> None:
+        self.sent.append(frame)
+
+
+async def test_the_reader_waits_for_a_hold_and_goes_on_once_it_ends() -> None:
+    broker, outbox = Broker(), Outbox()
+    chain = PublishChain(cast(Any, broker), "/", cast(Any, outbox))
+    chain.submit(["a"], [Message("", "q", b"1")])
+    await asyncio.sleep(0.01)  # the publish ran: its confirm is out, its hold taken
+    assert outbox.sent[0]["ids"] == ["a"]
+    reader = asyncio.ensure_future(chain.wait_room())
+    await asyncio.sleep(0.01)
+    assert not reader.done()
+    broker.publisher.hold.set_result(None)
+    await asyncio.wait_for(reader, 1.0)
+    await asyncio.wait_for(chain.wait_room(), 1.0)  # a hold is waited for once

@@ -1,0 +1,70 @@
+"""FlowGate: one future per hold, ended by the queue's figures or by the clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+from logbroker.queue.flow_gate import FlowGate
+from logbroker.queue.publisher_flow import FlowLimits, PublisherFlow
+
+LIMITS = FlowLimits(high=5, low=2, stall_ms=30, hold_max_ms=200, trial_hold_max_ms=200,
+                    open_min_ms=0, trial_ms=10_000)
+
+
+class Figures:
+    def __init__(self) -> None:
+        self.ready = 10
+        self.consumers = 1
+        self.delivered = 0
+
+    def __call__(self) -> tuple[int, int, int]:
+        return self.ready, self.consumers, self.delivered
+
+
+def held_gate(figures: Figures) -> tuple[FlowGate, asyncio.Future[None]]:
+    gate = FlowGate(figures, PublisherFlow(LIMITS))
+    assert gate.hold() is None  # the first publish over `high` only starts measuring
+    hold = gate.hold()
+    assert hold is not None and not hold.done()
+    assert gate.hold() is hold  # every publisher of this hold waits on the same future
+    return gate, hold
+
+
+async def test_check_releases_the_publishers_once_the_backlog_is_low() -> None:
+    figures = Figures()
+    gate, hold = held_gate(figures)
+    figures.ready, figures.delivered = 4, 6
+    gate.check()
+    assert not hold.done()
+    figures.ready, figures.delivered = 2, 8
+    gate.check()
+    assert hold.done()
+    assert not gate.flow.holding
+
+
+async def test_a_stalled_queue_lets_its_publishers_go_on_the_timer() -> None:
+    figures = Figures()
+    _, hold = held_gate(figures)
+    await asyncio.wait_for(hold, 1.0)  # nothing delivered for stall_ms: released
+
+
+async def test_progress_defers_the_stall_but_not_the_maximum() -> None:
+    figures = Figures()
+    gate, hold = held_gate(figures)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while not hold.done():
+        figures.delivered += 1  # consumers keep taking, the backlog never gets low
+        gate.check()
+        await asyncio.sleep(0.01)
+        assert loop.time() - started < 1.0
+    assert loop.time() - started >= 0.19
+
+
+async def test_release_ends_a_hold_at_once() -> None:
+    figures = Figures()
+    gate, hold = held_gate(figures)
+    gate.release()
+    assert hold.done()
+    assert not gate.flow.holding
+    assert gate.hold() is not hold  # a later hold is a new one
