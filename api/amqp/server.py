@@ -61,6 +61,7 @@ from api.amqp.events import (
     OpenRequested,
     Publish,
 )
+from api.amqp.output_round import OutputRound
 from api.amqp.reply_codes import ReplyCode, reply_text
 from api.amqp.server_properties import ConnectionConfig
 from logbroker import definitions
@@ -101,9 +102,11 @@ async def start_amqp_server(
     live: set[ConnectionHandler] = set()
     serial = itertools.count(1)
     replies = DirectReplyRegistry()  # reply names are valid across the listener's connections
+    output_round = OutputRound()
 
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        handler = ConnectionHandler(broker, config, reader, writer, next(serial), replies)
+        handler = ConnectionHandler(broker, config, reader, writer, next(serial), replies,
+                                    output_round)
         live.add(handler)
         try:
             await handler.run()
@@ -144,6 +147,7 @@ class ConnectionHandler:
     def __init__(
         self, broker: Broker, config: ConnectionConfig, reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter, serial: int, replies: DirectReplyRegistry | None = None,
+        output_round: OutputRound | None = None,
     ) -> None:
         peer = writer.get_extra_info("peername")
         self.peer_host: str | None = str(peer[0]) if peer else None
@@ -153,6 +157,7 @@ class ConnectionHandler:
         self.connection_id = f"{self.peer_host}:{port}:{serial}"
         self._broker = broker
         self._replies = replies or DirectReplyRegistry()
+        self._round = output_round or OutputRound()
         self._reader = reader
         self._writer = writer
         self._machine = AmqpConnection(
@@ -262,6 +267,7 @@ class ConnectionHandler:
         """Dispatch every queued event, run what they left for the end of the read
         (publish batches, acks), then flush and re-arm the timer."""
         self._handling_input = True
+        self._round.active = True
         try:
             while events := self._machine.next_events():
                 for event in events:
@@ -276,8 +282,11 @@ class ConnectionHandler:
         finally:
             self._handling_input = False
             waiting, self._after_read = self._after_read, []
-            for work in waiting:
-                work()
+            try:
+                for work in waiting:
+                    work()
+            finally:
+                self._round.end()  # the consumers this read delivered to, first
         self._flush()
         if self._machine.closed:
             self._end_soon()
@@ -357,10 +366,14 @@ class ConnectionHandler:
             self._loop.call_soon(work)
 
     def notify_output(self) -> None:
-        """Sessions wrote to the machine: flush once, at the end of this loop iteration."""
+        """Sessions wrote to the machine: flush once, when the read being handled (any
+        connection's: see OutputRound) is done, or at the end of this loop iteration."""
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+            if self._round.active:
+                self._round.add(self._flush)
+            else:
+                self._loop.call_soon(self._flush)
 
     def congested(self) -> bool:
         """Output waiting (in the machine and the socket) is over the high-water mark."""

@@ -1,12 +1,13 @@
 """`SettleWriter`: a queue's settled ranges to its cursor log, and the segments they free.
 
-Settles are gathered for one loop turn and written as one cursor-log append
-(a consumer acking each message would otherwise cost a task and a submit per
-message); the cursor is synced on an interval, since a lost settle only
-means a redelivery. Once a write lands, `on_settled(ack_floor)` tells the
-queue, and segments that are wholly settled and past retention are deleted
-(DESIGN.md section 3): detached under the log's committer, unlinked off the
-event loop.
+Settles are gathered for `SETTLE_GATHER_S` and written as one cursor-log
+append (a consumer acking each message would otherwise cost a write, a
+syscall the event loop waits on, per ack); the cursor is synced on an
+interval, since a lost settle only means a redelivery. The acks themselves
+take effect at once, in the queue core; only their record waits. Once a
+write lands, `on_settled(ack_floor)` tells the queue, and segments that are
+wholly settled and past retention are deleted (DESIGN.md section 3): detached
+under the log's committer, unlinked off the event loop.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from segments.log import AppendResult, Log, delete_detached
 from segments.record_batch import Record
 
 CURSOR_FSYNC = FsyncPolicy.parse("interval:200")
+SETTLE_GATHER_S = 0.005  # well inside the cursor's fsync interval
 
 
 class SettleWriter:
@@ -48,13 +50,13 @@ class SettleWriter:
         if self.closed:
             return
         if not self._pending:
-            asyncio.get_running_loop().call_soon(self.flush)
+            asyncio.get_running_loop().call_later(SETTLE_GATHER_S, self.flush)
         self._pending.append((lo, hi))
 
     def flush(self) -> None:
         ranges, self._pending = self._pending, []
         if ranges and not self.closed:
-            # One submission per loop iteration at most, resolved once written (the
+            # One submission per gathering at most, resolved once written (the
             # cursor syncs on an interval): no limit to wait for, and no task.
             written = self._committer.submit_nowait(ranges)
             written.add_done_callback(self._written)
