@@ -77,11 +77,11 @@ class Publisher:
 
     async def publish_batch(self, vhost: str, messages: Sequence[Message],
                             holds: list[asyncio.Future[None]] | None = None,
-                            ) -> list[PublishResult]:
-        return await self.start_batch(vhost, messages, holds)
+                            publisher_id: str = "") -> list[PublishResult]:
+        return await self.start_batch(vhost, messages, holds, publisher_id)
 
     def start_batch(self, vhost: str, messages: Sequence[Message],
-                    holds: list[asyncio.Future[None]] | None = None,
+                    holds: list[asyncio.Future[None]] | None = None, publisher_id: str = "",
                     ) -> asyncio.Future[list[PublishResult]]:
         """Publish `messages` in order, with one log write per target queue.
 
@@ -94,7 +94,8 @@ class Publisher:
 
         `holds` receives a future for each local target queue that holds its
         publishers back (`publisher_flow`): the caller reads no more from this
-        publisher until they are done.
+        publisher until they are done. `publisher_id` is the publishing
+        connection's id: a queue it consumes from never holds it.
         """
         try:
             now_ms = int(time.time() * 1000)
@@ -116,14 +117,14 @@ class Publisher:
                 if remote:
                     forwarded.append((index, message, remote))
             if not forwarded:
-                return self._deliver_now(routed, holds)
+                return self._deliver_now(routed, holds, publisher_id)
             remote_queues = self._remote()
             assert remote_queues is not None
             # Sent before the local appends, as one call: a publisher's messages keep
             # their order on every node.
             sent = remote_queues.publish(
                 vhost, [(message, names) for _, message, names in forwarded])
-            local = self._deliver_now(routed, holds)
+            local = self._deliver_now(routed, holds, publisher_id)
         except Exception as error:  # a queue closed under us, a disk error: nack them
             failed: asyncio.Future[list[PublishResult]] = (
                 asyncio.get_running_loop().create_future())
@@ -137,7 +138,7 @@ class Publisher:
         return await self._deliver_now(routed)
 
     def _deliver_now(self, routed: Sequence[tuple[Message, list[QueueShell]]],
-                     holds: list[asyncio.Future[None]] | None = None,
+                     holds: list[asyncio.Future[None]] | None = None, publisher_id: str = "",
                      ) -> asyncio.Future[list[PublishResult]]:
         """Admit each message to its target queues and append every queue's share now
         (so call order is log order); the future resolves once all of it is durable."""
@@ -156,7 +157,7 @@ class Publisher:
         pending.extend(shell.append_many(batch) for shell, batch in per_queue.values())
         if holds is not None:
             for shell, _ in per_queue.values():
-                if (hold := shell.flow_gate.hold()) is not None:
+                if (hold := shell.hold_publisher(publisher_id)) is not None:
                     holds.append(hold)
         results = [PublishResult(routed=bool(targets), confirmed=index not in refused,
                                  reason=refused.get(index, ""))

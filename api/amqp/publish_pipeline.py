@@ -147,8 +147,9 @@ class PublishPipeline:
         batch, self._open = self._open, None
         if batch is None or batch.task is not None:
             return
+        session = self._ctx.session
         batch.task = self._ctx.broker.publisher.start_batch(
-            self._ctx.session.vhost, batch.messages, self._ctx.flow_holds)
+            session.vhost, batch.messages, self._ctx.flow_holds, session.connection_id)
         batch.task.add_done_callback(functools.partial(self._finished, batch.size_bytes))
 
     def barrier(self, callback: Callable[[bool], None]) -> None:

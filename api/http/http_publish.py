@@ -93,12 +93,12 @@ def check_not_blocked(broker: Broker) -> None:
 
 
 async def publish_many(broker: Broker, vhost: str, messages: Sequence[Message],
-                       holds: list[asyncio.Future[None]] | None = None,
+                       holds: list[asyncio.Future[None]] | None = None, publisher_id: str = "",
                        ) -> list[PublishOutcome]:
     """Publish in order with one log write per queue; one outcome per message.
-    `holds`: see `Publisher.start_batch`."""
+    `holds`, `publisher_id`: see `Publisher.start_batch`."""
     try:
-        results = await broker.publisher.publish_batch(vhost, messages, holds)
+        results = await broker.publisher.publish_batch(vhost, messages, holds, publisher_id)
     except BrokerError as error:
         return [PublishOutcome(False, False, error.text)] * len(messages)
     except OSError as error:

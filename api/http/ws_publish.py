@@ -65,9 +65,11 @@ def confirm_frame(ids: Sequence[Ref], outcomes: Sequence[PublishOutcome | BaseEx
 
 
 class PublishChain:
-    def __init__(self, broker: Broker, vhost: str, outbox: Outbox) -> None:
+    def __init__(self, broker: Broker, vhost: str, outbox: Outbox,
+                 connection_id: str = "") -> None:
         self._broker = broker
         self._vhost = vhost
+        self._connection_id = connection_id  # a queue it consumes from never holds it
         self._outbox = outbox
         self._last: asyncio.Future[None] | None = None  # the latest frame's answer
         self._messages = 0  # unanswered
@@ -96,7 +98,7 @@ class PublishChain:
         confirm follows the earlier answers."""
         accepted = [m for m in messages if isinstance(m, Message)]
         work = asyncio.ensure_future(
-            publish_many(self._broker, self._vhost, accepted, self._holds))
+            publish_many(self._broker, self._vhost, accepted, self._holds, self._connection_id))
 
         async def outcome() -> Frame:
             results: list[PublishOutcome | BaseException]

@@ -104,7 +104,7 @@ class WsSession:
         self._who = who
         self._session = Session(connection_id, who.user, vhost)
         self._outbox = Outbox(socket.send_text, self._resume)
-        self._publishes = PublishChain(ctx.broker, vhost, self._outbox)
+        self._publishes = PublishChain(ctx.broker, vhost, self._outbox, connection_id)
         self._replays = Replays(self._outbox)
         self._tags: DeliveryTags[QueueEndpoint] = DeliveryTags()
         self._consumers: dict[str, SinkConsumer] = {}

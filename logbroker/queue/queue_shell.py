@@ -246,6 +246,18 @@ class QueueShell:
             self.appends.notify()
             self.schedule_pump()
 
+    def hold_publisher(self, connection_id: str) -> asyncio.Future[None] | None:
+        """What a connection that just published here must wait for (publisher_flow).
+        Never a connection that consumes from this queue: holding it would leave its
+        own acks unread."""
+        hold = self.flow_gate.hold()
+        if hold is not None and connection_id:
+            prefix = connection_id + ":"  # an AMQP channel's key; a WebSocket's is the id
+            for sink in self._sinks.values():
+                if sink.channel_key == connection_id or sink.channel_key.startswith(prefix):
+                    return None
+        return hold
+
     # ------------------------------------------------------------- consumers
 
     def add_consumer(self, consumer: Consumer, sink: DeliverySink) -> None:

@@ -113,7 +113,7 @@ class FakePublisher:
     """What the pipeline calls, `start_batch`, in terms of a test's `publish_batch`."""
 
     def start_batch(self, vhost: str, messages: list[Message],
-                    holds: list[asyncio.Future[None]] | None = None,
+                    holds: list[asyncio.Future[None]] | None = None, publisher_id: str = "",
                     ) -> asyncio.Future[list[PublishResult]]:
         return asyncio.ensure_future(self.publish_batch(vhost, messages))
 

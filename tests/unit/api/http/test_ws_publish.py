@@ -18,7 +18,7 @@ class HoldingPublisher:
 
     async def publish_batch(self, _vhost: str, messages: list[Message],
                             holds: list[asyncio.Future[None]] | None = None,
-                            ) -> list[PublishResult]:
+                            publisher_id: str = "") -> list[PublishResult]:
         assert holds is not None
         holds.append(self.hold)
         return [PublishResult(routed=True, confirmed=True) for _ in messages]

@@ -262,3 +262,22 @@ async def test_a_closing_queue_lets_its_held_publishers_go(tmp_path: Path) -> No
     await definitions.delete_queue(broker, SESSION, "busy")
     await asyncio.wait_for(holds[0], 1.0)
     await broker.close()
+
+
+async def test_a_queue_never_holds_a_connection_that_consumes_from_it(tmp_path: Path) -> None:
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
+    await definitions.declare_queue(broker, SESSION, "busy", durable=True)
+    busy = broker.queue("/", "busy")
+    busy.flow_gate.flow = PublisherFlow(FlowLimits(high=0, low=0, open_min_ms=0,
+                                                   stall_ms=60_000, trial_hold_max_ms=60_000))
+    # The consumer's channel key is "conn-1:1": connection conn-1 must not be held.
+    await consuming.consume(broker, SESSION, "busy", RecordingSink(room=0), consumer_tag="c1")
+    own: list[asyncio.Future[None]] = []
+    other: list[asyncio.Future[None]] = []
+    for _ in range(3):
+        await broker.publisher.start_batch("/", [persistent(b"m", routing_key="busy")], own,
+                                           publisher_id="conn-1")
+        await broker.publisher.start_batch("/", [persistent(b"m", routing_key="busy")], other,
+                                           publisher_id="conn-2")
+    assert own == [] and other
+    await broker.close()
