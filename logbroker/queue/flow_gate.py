@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
+from logbroker.queue.delivery_sink import DeliverySink
 from logbroker.queue.publisher_flow import PublisherFlow
 
 __all__ = ["FlowGate", "FlowSample"]
@@ -33,16 +34,25 @@ class FlowGate:
         self._hold: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
 
-    def hold(self) -> asyncio.Future[None] | None:
-        """After a publish to the queue: what its publisher must wait for, if anything."""
-        if self._hold is not None:
-            return self._hold
-        ready, consumers, delivered = self._sample()
-        if not self.flow.should_hold(ready, consumers, delivered, self._clock()):
-            return None
-        self._hold = asyncio.get_running_loop().create_future()
-        self._arm()
-        return self._hold
+    def hold(self, connection_id: str = "", sinks: Iterable[DeliverySink] = ()
+             ) -> asyncio.Future[None] | None:
+        """After a publish to the queue: what its publisher must wait for, if anything.
+
+        Never a connection that consumes from the queue (one of `sinks` is its
+        channel): holding it would leave its own acks unread."""
+        hold = self._hold
+        if hold is None:
+            ready, consumers, delivered = self._sample()
+            if not self.flow.should_hold(ready, consumers, delivered, self._clock()):
+                return None
+            hold = self._hold = asyncio.get_running_loop().create_future()
+            self._arm()
+        if connection_id:
+            prefix = connection_id + ":"  # an AMQP channel's key; a WebSocket's is the id
+            for sink in sinks:
+                if sink.channel_key == connection_id or sink.channel_key.startswith(prefix):
+                    return None
+        return hold
 
     def check(self) -> None:
         """Release the held publishers if the hold is over."""

@@ -3,14 +3,14 @@
 Theory of operation. A publish is admitted by the core, appended to the log
 through a GroupCommitter (resolving once durable under the queue's fsync
 policy), then made ready in the core in offset order. Every call into the core
-returns effects, which `_carry_out` executes strictly in order:
+returns effects, which `EffectRunner` carries out strictly in order:
 
 - `Deliver`: take the message from the record cache (records just written, or
   read ahead from the log) and hand it to the consumer's sink;
 - `DeadLetter`: republish through the broker's callback, awaited, before the
   `Settle` that follows it (so a crash duplicates rather than loses);
 - `Settle`: hand the ranges to the `SettleWriter` (one cursor-log append per
-  loop turn, synced on an interval: a lost settle only means a redelivery),
+  5 ms, synced on an interval: a lost settle only means a redelivery),
   which also deletes the segments they free;
 - `QueueExpired`: tell the broker to delete the queue.
 
@@ -31,6 +31,7 @@ from logbroker.queue.admissions import Admissions
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.delivery_mark import DeliveryMark
 from logbroker.queue.delivery_sink import DeliverySink
+from logbroker.queue.effect_runner import EffectRunner
 from logbroker.queue.effects import (
     DeadLetter,
     DeadLetterReason,
@@ -100,7 +101,7 @@ class QueueShell:
         self._delivery_mark = delivery_mark
         self._pump_scheduled: asyncio.Handle | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._effect_chain: asyncio.Future[None] | None = None
+        self._effects = EffectRunner(self._carry_out_one, self._dead_letter)
         self.on_dead_letter: DeadLetterCallback | None = None
         self.on_expired: ExpiredCallback | None = None
         self.closed = False
@@ -247,16 +248,8 @@ class QueueShell:
             self.schedule_pump()
 
     def hold_publisher(self, connection_id: str) -> asyncio.Future[None] | None:
-        """What a connection that just published here must wait for (publisher_flow).
-        Never a connection that consumes from this queue: holding it would leave its
-        own acks unread."""
-        hold = self.flow_gate.hold()
-        if hold is not None and connection_id:
-            prefix = connection_id + ":"  # an AMQP channel's key; a WebSocket's is the id
-            for sink in self._sinks.values():
-                if sink.channel_key == connection_id or sink.channel_key.startswith(prefix):
-                    return None
-        return hold
+        """What a connection that just published here must wait for (publisher_flow)."""
+        return self.flow_gate.hold(connection_id, self._sinks.values())
 
     # ------------------------------------------------------------- consumers
 
@@ -298,8 +291,7 @@ class QueueShell:
     async def settles_durable(self) -> None:
         """Every ack and discard so far is on disk here and, replicated, held by every
         in-sync follower (a tx.commit waits for this); GateFenced if it cannot be."""
-        if self._effect_chain is not None:
-            await asyncio.shield(self._effect_chain)  # dead-lettering holds settles back
+        await self._effects.finished()  # dead-lettering holds settles back
         gate = self.replication
         if gate is not None and not gate.settles:
             raise GateFenced(gate.fenced or gate.isolated or "the queue settles nothing now")
@@ -385,29 +377,11 @@ class QueueShell:
 
     def _run(self, effects: list[Effect]) -> None:
         """Carry out effects in order; dead-lettering makes the rest wait for it."""
-        if not effects:
-            return
-        if self._effect_chain is not None and not self._effect_chain.done():
-            previous = self._effect_chain
-            self._effect_chain = asyncio.ensure_future(self._after(previous, effects))
-            return
-        for index, effect in enumerate(effects):
-            if isinstance(effect, DeadLetter):
-                self._effect_chain = asyncio.ensure_future(self._carry_out(effects[index:]))
-                return
-            self._carry_out_one(effect)
+        self._effects.run(effects)
 
-    async def _after(self, previous: asyncio.Future[None], effects: list[Effect]) -> None:
-        await previous
-        await self._carry_out(effects)
-
-    async def _carry_out(self, effects: list[Effect]) -> None:
-        for effect in effects:
-            if isinstance(effect, DeadLetter):
-                if self.on_dead_letter is not None and not self.closed:
-                    await self.on_dead_letter(self, self.message_at(effect.offset), effect.reason)
-            else:
-                self._carry_out_one(effect)
+    async def _dead_letter(self, effect: DeadLetter) -> None:
+        if self.on_dead_letter is not None and not self.closed:
+            await self.on_dead_letter(self, self.message_at(effect.offset), effect.reason)
 
     def _carry_out_one(self, effect: Effect) -> None:
         if isinstance(effect, Deliver):
@@ -471,8 +445,7 @@ class QueueShell:
     async def close(self) -> None:
         if self.closed:
             return
-        if self._effect_chain is not None:
-            await asyncio.gather(self._effect_chain, return_exceptions=True)
+        await self._effects.drain()
         await self._settler.drain()
         self.closed = True
         self.flow_gate.release()
