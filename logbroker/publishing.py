@@ -125,6 +125,9 @@ class Publisher:
             sent = remote_queues.publish(
                 vhost, [(message, names) for _, message, names in forwarded])
             local = self._deliver_now(routed, holds, publisher_id)
+            if holds is not None:
+                names = {name for _, _, names in forwarded for name in names}
+                holds.extend(remote_queues.holds(vhost, names, publisher_id))
         except Exception as error:  # a queue closed under us, a disk error: nack them
             failed: asyncio.Future[list[PublishResult]] = (
                 asyncio.get_running_loop().create_future())
@@ -132,10 +135,11 @@ class Publisher:
             return failed
         return asyncio.ensure_future(_with_remote(local, sent, forwarded))
 
-    async def deliver_routed(self, routed: Sequence[tuple[Message, list[QueueShell]]]
-                             ) -> list[PublishResult]:
-        """Publish messages already routed to local queues (forwarded by another node)."""
-        return await self._deliver_now(routed)
+    def start_routed(self, routed: Sequence[tuple[Message, list[QueueShell]]]
+                     ) -> asyncio.Future[list[PublishResult]]:
+        """Publish messages already routed to local queues (forwarded by another node):
+        appended during the call, as `start_batch` does; resolves once durable."""
+        return self._deliver_now(routed)
 
     def _deliver_now(self, routed: Sequence[tuple[Message, list[QueueShell]]],
                      holds: list[asyncio.Future[None]] | None = None, publisher_id: str = "",

@@ -5,7 +5,8 @@ the client's operations to the queue's leader node (B, this module):
 
 - `q.publish`: messages with the names of their target queues here; they are
   admitted and appended exactly as a local publish, and the answer says per
-  message whether it was confirmed;
+  message whether it was confirmed (a target queue that holds its publishers
+  tells A with `q.flow`, see remote_flow.py);
 - `q.consume` registers a consumer on the local shell whose sink is a
   `ForwardedSink`: one per (node A, A's channel), so per-channel prefetch and
   channel-wide credit keep working; `q.get`, `q.counts`, `q.purge`;
@@ -45,6 +46,7 @@ from logbroker import consuming
 from logbroker.broker import MOVE_WAIT_S
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_message import decode_message, encode_message
+from logbroker.cluster.remote_flow import HoldAnnouncer
 from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
 from logbroker.message import Message
 from logbroker.queue.consumers import Consumer
@@ -125,6 +127,8 @@ class QueueHost:
         self.node = node
         self._sinks: dict[tuple[str, str], ForwardedSink] = {}
         rpc = node.rpc
+        # Queues here holding their publishers tell the nodes publishing through them.
+        self._holds = HoldAnnouncer(lambda peer, notice: rpc.post(peer, notice))
         rpc.handle("q.publish", self._publish)
         rpc.handle("q.consume", self._consume)
         rpc.handle("q.get", self._get)
@@ -176,7 +180,9 @@ class QueueHost:
             if any(shell is None for shell in shells):
                 missing.add(index)  # not led here (any more): not confirmed
             routed.append((decode_message(blob), [s for s in shells if s is not None]))
-        results = await broker.publisher.deliver_routed(routed)
+        appended = broker.publisher.start_routed(routed)
+        self._holds.after_publish(peer, vhost, [s for s in opened.values() if s is not None])
+        results = await appended
         return Envelope("ok", {"c": [r.confirmed and i not in missing
                                      for i, r in enumerate(results)]})
 
@@ -336,5 +342,6 @@ class QueueHost:
     def peer_down(self, peer: str) -> None:
         """The link to `peer` broke: its forwarded channels are closed. Their consumers
         go at once; what they held is requeued `REQUEUE_GRACE_S` later (see there)."""
+        self._holds.peer_down(peer)
         for key in [key for key in self._sinks if key[0] == peer]:
             self._close_sink(self._sinks.pop(key), requeue_after_s=REQUEUE_GRACE_S)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from logbroker.cluster.envelope import Envelope
@@ -53,6 +53,7 @@ from logbroker.cluster.forwarded_consumers import (
 )
 from logbroker.cluster.forwarded_message import decode_message, encode_message
 from logbroker.cluster.queue_host import WINDOW
+from logbroker.cluster.remote_flow import FLOW_OP, RemoteHolds
 from logbroker.errors import NOT_FOUND, BrokerError
 from logbroker.message import Message
 from logbroker.queue.consumers import Consumer
@@ -164,6 +165,8 @@ class RemoteQueueRegistry:
         rpc = node.rpc
         rpc.on_notice("q.deliver", self._deliver)
         rpc.on_notice("q.cancelled", self._cancelled)
+        self._flow = RemoteHolds(self._leader_of, self.consumers)  # see remote_flow
+        rpc.on_notice(FLOW_OP, self._flow.on_notice)
         rpc.batches("q.settle", "o")
         rpc.batches("q.return", "o")
 
@@ -183,6 +186,14 @@ class RemoteQueueRegistry:
         if queue is None or queue.node != leader:
             queue = self._queues[(vhost, name)] = RemoteQueue(self, vhost, name, leader)
         return queue
+
+    def holds(self, vhost: str, names: Iterable[str], publisher_id: str
+              ) -> list[asyncio.Future[None]]:
+        return self._flow.holds(vhost, names, publisher_id)
+
+    def _leader_of(self, vhost: str, name: str) -> str | None:
+        record = self._node.metadata.state.queue(vhost, name)
+        return record.leader_node if record is not None else None
 
     def _check_up(self, vhost: str, name: str, leader: str) -> None:
         node_record = self._node.metadata.state.cluster_node(leader)
@@ -378,6 +389,7 @@ class RemoteQueueRegistry:
 
         What they buffered is dropped: `peer` requeues everything it had sent them.
         """
+        self._flow.peer_down(peer)
         state = self._node.metadata.state
         gone = self.consumers.matching(node=peer)
         for consumer in sorted(gone, key=lambda c: (c.channel_key, c.vhost, c.queue, c.tag)):

@@ -10,7 +10,8 @@ awaited on a remote queue (`logbroker.consuming`, `logbroker.definitions`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+import asyncio
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import Protocol
 
 from logbroker.message import Message
@@ -71,4 +72,10 @@ class RemoteQueues(Protocol):
                 ) -> Awaitable[list[bool]]:
         """Append each message to its named remote queues: sent at once (so call order
         is the order on every node); resolves with, per message, whether confirmed."""
+        ...
+
+    def holds(self, vhost: str, names: Iterable[str], publisher_id: str
+              ) -> list[asyncio.Future[None]]:
+        """What a publisher (connection `publisher_id`) that just published to the remote
+        queues `names` must wait for: the holds their leaders announced."""
         ...
