@@ -13,6 +13,7 @@ from logbroker.broker_config import BrokerConfig, Session
 from logbroker.errors import BrokerError
 from logbroker.message import Message
 from logbroker.queue.publisher_flow import FlowLimits, PublisherFlow
+from logbroker.queue.queue_shell import QueueShell
 
 SESSION = Session("conn-1", "guest", "/")
 
@@ -222,12 +223,8 @@ async def test_a_batch_routes_each_exchange_and_key_once_unless_routing_reads_mo
 
 
 async def test_a_queue_whose_consumers_fall_behind_holds_its_publishers(tmp_path: Path) -> None:
-    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
-    await definitions.declare_queue(broker, SESSION, "busy", durable=True)
+    broker, busy = await _busy_queue(tmp_path, high=3)
     await definitions.declare_queue(broker, SESSION, "idle", durable=True)
-    busy = broker.queue("/", "busy")
-    busy.flow_gate.flow = PublisherFlow(FlowLimits(high=3, low=1, open_min_ms=0,
-                                                   stall_ms=60_000, trial_hold_max_ms=60_000))
     sink = RecordingSink(room=0)  # a consumer out of credit: everything stays ready
     await consuming.consume(broker, SESSION, "busy", sink, consumer_tag="c1")
     holds: list[asyncio.Future[None]] = []
@@ -249,12 +246,20 @@ async def test_a_queue_whose_consumers_fall_behind_holds_its_publishers(tmp_path
     await broker.close()
 
 
-async def test_a_closing_queue_lets_its_held_publishers_go(tmp_path: Path) -> None:
+async def _busy_queue(tmp_path: Path, high: int) -> tuple[Broker, QueueShell]:
+    """A broker with queue "busy" whose consumer (channel conn-1:1) has no credit, and
+    which holds its publishers past `high` ready messages until the consumer catches up."""
     broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
     await definitions.declare_queue(broker, SESSION, "busy", durable=True)
     busy = broker.queue("/", "busy")
-    busy.flow_gate.flow = PublisherFlow(FlowLimits(high=0, low=0, open_min_ms=0,
+    assert busy is not None
+    busy.flow_gate.flow = PublisherFlow(FlowLimits(high=high, low=min(high, 1), open_min_ms=0,
                                                    stall_ms=60_000, trial_hold_max_ms=60_000))
+    return broker, busy
+
+
+async def test_a_closing_queue_lets_its_held_publishers_go(tmp_path: Path) -> None:
+    broker, _ = await _busy_queue(tmp_path, high=0)
     await consuming.consume(broker, SESSION, "busy", RecordingSink(room=0), consumer_tag="c1")
     holds: list[asyncio.Future[None]] = []
     while not holds:
@@ -265,11 +270,7 @@ async def test_a_closing_queue_lets_its_held_publishers_go(tmp_path: Path) -> No
 
 
 async def test_a_queue_never_holds_a_connection_that_consumes_from_it(tmp_path: Path) -> None:
-    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
-    await definitions.declare_queue(broker, SESSION, "busy", durable=True)
-    busy = broker.queue("/", "busy")
-    busy.flow_gate.flow = PublisherFlow(FlowLimits(high=0, low=0, open_min_ms=0,
-                                                   stall_ms=60_000, trial_hold_max_ms=60_000))
+    broker, _ = await _busy_queue(tmp_path, high=0)
     # The consumer's channel key is "conn-1:1": connection conn-1 must not be held.
     await consuming.consume(broker, SESSION, "busy", RecordingSink(room=0), consumer_tag="c1")
     own: list[asyncio.Future[None]] = []

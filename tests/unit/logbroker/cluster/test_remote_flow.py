@@ -10,6 +10,7 @@ import pytest
 from logbroker import consuming, definitions
 from logbroker.cluster.cluster_node import ClusterNode
 from logbroker.queue.publisher_flow import FlowLimits, PublisherFlow
+from logbroker.queue.queue_shell import QueueShell
 from tests.unit.logbroker.cluster.test_cluster_nodes import (
     CLIENT_LOCAL,
     RecordingSink,
@@ -24,6 +25,22 @@ pytestmark = pytest.mark.timeout(30)
 
 # No stall or maximum ends a hold here: only the consumers can.
 LIMITS = FlowLimits(high=3, low=1, open_min_ms=0, stall_ms=60_000, trial_hold_max_ms=60_000)
+
+
+async def _held_queue_on_a(cluster: dict[str, ClusterNode], name: str,
+                            slow_consumer: bool = True) -> QueueShell:
+    """Queue `name` led by a, with LIMITS, known on b; with a consumer on a that has no
+    credit (`slow_consumer`), so every message stays ready."""
+    a, b = cluster["a"], cluster["b"]
+    await definitions.declare_queue(a.broker, session(a), name, arguments=CLIENT_LOCAL)
+    await wait_for(lambda: b.metadata.state.queue("/", name) is not None, "the queue on b")
+    shell = shell_of(a, name)
+    shell.flow_gate.flow = PublisherFlow(LIMITS)
+    if slow_consumer:
+        sink = RecordingSink("conn-a:1")
+        sink.credit = lambda: 0  # type: ignore[method-assign]
+        await consuming.consume(a.broker, session(a), name, sink, consumer_tag="slow")
+    return shell
 
 
 async def _publish_until_held(node: ClusterNode, queue: str, publisher_id: str,
@@ -45,13 +62,7 @@ async def test_a_held_queue_holds_publishers_on_other_nodes_until_it_lets_go(
     cluster: dict[str, ClusterNode],
 ) -> None:
     a, b = cluster["a"], cluster["b"]
-    await definitions.declare_queue(a.broker, session(a), "held", arguments=CLIENT_LOCAL)
-    await wait_for(lambda: b.metadata.state.queue("/", "held") is not None, "the queue on b")
-    shell = shell_of(a, "held")
-    shell.flow_gate.flow = PublisherFlow(LIMITS)
-    sink = RecordingSink("conn-a:1")
-    sink.credit = lambda: 0  # type: ignore[method-assign]  # out of credit: all stays ready
-    await consuming.consume(a.broker, session(a), "held", sink, consumer_tag="slow")
+    shell = await _held_queue_on_a(cluster, "held")
     holds = await _publish_until_held(b, "held", "conn-x")
     assert len(holds) == 1 and not holds[0].done()
     assert shell.flow_gate.flow.holding
@@ -63,11 +74,8 @@ async def test_a_held_queue_holds_publishers_on_other_nodes_until_it_lets_go(
 async def test_a_publisher_that_consumes_from_the_queue_is_not_held_from_another_node(
     cluster: dict[str, ClusterNode],
 ) -> None:
-    a, b = cluster["a"], cluster["b"]
-    await definitions.declare_queue(a.broker, session(a), "own", arguments=CLIENT_LOCAL)
-    await wait_for(lambda: b.metadata.state.queue("/", "own") is not None, "the queue on b")
-    shell = shell_of(a, "own")
-    shell.flow_gate.flow = PublisherFlow(LIMITS)
+    b = cluster["b"]
+    shell = await _held_queue_on_a(cluster, "own", slow_consumer=False)
     # conn-b consumes through b, one unacked at a time, and never acks.
     await consuming.consume(b.broker, session(b), "own", RecordingSink("conn-b:1"),
                             consumer_tag="own", prefetch_count=1)
@@ -81,13 +89,8 @@ async def test_a_publisher_that_consumes_from_the_queue_is_not_held_from_another
 async def test_a_broken_link_releases_the_holds_of_that_node(
     cluster: dict[str, ClusterNode],
 ) -> None:
-    a, b = cluster["a"], cluster["b"]
-    await definitions.declare_queue(a.broker, session(a), "cut", arguments=CLIENT_LOCAL)
-    await wait_for(lambda: b.metadata.state.queue("/", "cut") is not None, "the queue on b")
-    shell_of(a, "cut").flow_gate.flow = PublisherFlow(LIMITS)
-    sink = RecordingSink("conn-a:1")
-    sink.credit = lambda: 0  # type: ignore[method-assign]
-    await consuming.consume(a.broker, session(a), "cut", sink, consumer_tag="slow")
+    b = cluster["b"]
+    await _held_queue_on_a(cluster, "cut")
     holds = await _publish_until_held(b, "cut", "conn-x")
     assert holds
     b.remote_queues.peer_down("a")
