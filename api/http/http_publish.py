@@ -3,7 +3,9 @@
 `publish_many` answers once every message is confirmed (durable in every queue
 it was routed to) or nacked, one outcome per message; calls run concurrently,
 and the order in which they are started is the order the messages enter each
-queue.
+queue. A REST publish to a queue that holds its publishers back
+(logbroker.queue.publisher_flow) is answered once the hold ends: an HTTP
+client's next request waits, as an AMQP connection in flow goes unread.
 """
 
 from __future__ import annotations
@@ -92,13 +94,25 @@ def check_not_blocked(broker: Broker) -> None:
         raise ApiError(503, f"publishing is blocked by a resource alarm: {alarms.reason}")
 
 
+FLOW_WAIT_MAX_S = 2.0  # backstop: a queue's hold ends by itself well before this
+
+
 async def publish_many(broker: Broker, vhost: str, messages: Sequence[Message],
                        holds: list[asyncio.Future[None]] | None = None, publisher_id: str = "",
                        ) -> list[PublishOutcome]:
     """Publish in order with one log write per queue; one outcome per message.
-    `holds`, `publisher_id`: see `Publisher.start_batch`."""
+
+    `holds`, `publisher_id`: see `Publisher.start_batch`. Without `holds` (a REST
+    request), the answer also waits for the holds the publish met."""
     try:
-        results = await broker.publisher.publish_batch(vhost, messages, holds, publisher_id)
+        if holds is None:
+            met: list[asyncio.Future[None]] = []
+            results = await broker.publisher.publish_batch(vhost, messages, met)
+            if pending := [hold for hold in met if not hold.done()]:
+                await asyncio.wait(pending, timeout=FLOW_WAIT_MAX_S)
+        else:
+            results = await broker.publisher.publish_batch(vhost, messages, holds,
+                                                           publisher_id)
     except BrokerError as error:
         return [PublishOutcome(False, False, error.text)] * len(messages)
     except OSError as error:

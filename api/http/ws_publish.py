@@ -29,7 +29,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Sequence
 
-from api.http.http_publish import PublishOutcome, publish_many
+from api.http.http_publish import FLOW_WAIT_MAX_S, PublishOutcome, publish_many
 from api.http.ws_frames import Frame, Ref
 from api.http.ws_outbox import SMALL_FRAME_BYTES, Outbox
 from logbroker.broker import Broker
@@ -40,7 +40,6 @@ logger = logging.getLogger(__name__)
 MAX_IN_FLIGHT_MESSAGES = 10_000  # the reader pauses at this many unanswered messages...
 MAX_IN_FLIGHT_FRAMES = 1_000  # ...or frames (one frame may add up to MAX_FRAME_MESSAGES)
 _BYTES_PER_ID = 32
-FLOW_WAIT_MAX_S = 2.0
 
 # Answers still running when their socket closed: their publishes go on (the client
 # sent them), and the event loop only holds weak references to tasks.
