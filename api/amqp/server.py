@@ -69,6 +69,7 @@ from logbroker.broker import Broker
 from logbroker.broker_config import Session
 from logbroker.connections import ConnectionInfo
 from logbroker.errors import BrokerError
+from logbroker.queue.flow_gate import take_pending, wait_for_holds
 
 __all__ = ["AmqpServerConfig", "ConnectionHandler", "start_amqp_server", "stop_amqp_server"]
 
@@ -77,7 +78,6 @@ logger = logging.getLogger(__name__)
 READ_SIZE = 256 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024  # socket write buffer above this: congested
 PUBLISH_IN_FLIGHT_LIMIT = 64 * 1024 * 1024  # bytes routed but not yet durable, per connection
-FLOW_WAIT_MAX_S = 2.0  # backstop: a queue's hold ends by itself well before this
 SHUTDOWN_TEXT = "broker forced connection closure with reason 'shutdown'"
 
 _handlers: weakref.WeakKeyDictionary[asyncio.Server, set[ConnectionHandler]] = (
@@ -229,14 +229,12 @@ class ConnectionHandler:
     async def _wait_for_flow(self) -> None:
         """Queues this connection published to hold it back while their consumers catch
         up (logbroker.queue.publisher_flow): it is not read until they let go."""
-        holds = [hold for hold in self._flow_holds if not hold.done()]
-        self._flow_holds.clear()
+        holds = take_pending(self._flow_holds)
         if not holds:
             return
         self._set_state("flow")
         try:
-            # Each hold ends by itself (its queue bounds it); the timeout is a backstop.
-            await asyncio.wait(holds, timeout=FLOW_WAIT_MAX_S)
+            await wait_for_holds(holds)
         finally:
             self._set_state("running")
 

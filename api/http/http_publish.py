@@ -22,6 +22,7 @@ from logbroker.broker_config import Session
 from logbroker.errors import BrokerError
 from logbroker.message import Message, Properties, encode_properties
 from logbroker.publish_checks import check_publish
+from logbroker.queue.flow_gate import take_pending, wait_for_holds
 
 DEFAULT_EXCHANGE_NAMES = ("", "amq.default")
 
@@ -94,9 +95,6 @@ def check_not_blocked(broker: Broker) -> None:
         raise ApiError(503, f"publishing is blocked by a resource alarm: {alarms.reason}")
 
 
-FLOW_WAIT_MAX_S = 2.0  # backstop: a queue's hold ends by itself well before this
-
-
 async def publish_many(broker: Broker, vhost: str, messages: Sequence[Message],
                        holds: list[asyncio.Future[None]] | None = None, publisher_id: str = "",
                        ) -> list[PublishOutcome]:
@@ -108,8 +106,7 @@ async def publish_many(broker: Broker, vhost: str, messages: Sequence[Message],
         if holds is None:
             met: list[asyncio.Future[None]] = []
             results = await broker.publisher.publish_batch(vhost, messages, met)
-            if pending := [hold for hold in met if not hold.done()]:
-                await asyncio.wait(pending, timeout=FLOW_WAIT_MAX_S)
+            await wait_for_holds(take_pending(met))
         else:
             results = await broker.publisher.publish_batch(vhost, messages, holds,
                                                            publisher_id)

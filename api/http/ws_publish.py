@@ -29,11 +29,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Sequence
 
-from api.http.http_publish import FLOW_WAIT_MAX_S, PublishOutcome, publish_many
+from api.http.http_publish import PublishOutcome, publish_many
 from api.http.ws_frames import Frame, Ref
 from api.http.ws_outbox import SMALL_FRAME_BYTES, Outbox
 from logbroker.broker import Broker
 from logbroker.message import Message
+from logbroker.queue.flow_gate import take_pending, wait_for_holds
 
 logger = logging.getLogger(__name__)
 
@@ -86,11 +87,7 @@ class PublishChain:
     async def wait_room(self) -> None:
         while not self._room.is_set():
             await self._room.wait()
-        holds = [hold for hold in self._holds if not hold.done()]
-        self._holds.clear()
-        if holds:
-            # Each hold ends by itself (its queue bounds it); the timeout is a backstop.
-            await asyncio.wait(holds, timeout=FLOW_WAIT_MAX_S)
+        await wait_for_holds(take_pending(self._holds))
 
     def submit(self, ids: Sequence[Ref], messages: Sequence[Message | str]) -> None:
         """Start publishing `messages` now (a str: a message refused, and why); the frame's

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_consumers import ForwardedConsumers
+from logbroker.queue.flow_gate import of_connection
 from logbroker.queue.queue_shell import QueueShell
 
 __all__ = ["FLOW_OP", "HoldAnnouncer", "RemoteHolds"]
@@ -102,10 +103,8 @@ class RemoteHolds:
         return found
 
     def _consumes(self, connection_id: str, vhost: str, name: str) -> bool:
-        prefix = connection_id + ":"  # an AMQP channel's key; a WebSocket's is the id
         return bool(connection_id) and any(
-            c.vhost == vhost and c.queue == name
-            and (c.channel_key == connection_id or c.channel_key.startswith(prefix))
+            c.vhost == vhost and c.queue == name and of_connection(c.channel_key, connection_id)
             for c in self._consumers.matching())
 
     def peer_down(self, peer: str) -> None:

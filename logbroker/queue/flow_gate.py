@@ -15,7 +15,10 @@ from collections.abc import Callable, Iterable
 from logbroker.queue.delivery_sink import DeliverySink
 from logbroker.queue.publisher_flow import PublisherFlow
 
-__all__ = ["FlowGate", "FlowSample"]
+__all__ = ["HOLD_WAIT_MAX_S", "FlowGate", "FlowSample", "of_connection", "take_pending",
+           "wait_for_holds"]
+
+HOLD_WAIT_MAX_S = 2.0  # a held reader's backstop: a queue's hold ends by itself well before
 
 # (ready messages, consumers, messages delivered so far)
 FlowSample = Callable[[], tuple[int, int, int]]
@@ -47,11 +50,8 @@ class FlowGate:
                 return None
             hold = self._hold = asyncio.get_running_loop().create_future()
             self._arm()
-        if connection_id:
-            prefix = connection_id + ":"  # an AMQP channel's key; a WebSocket's is the id
-            for sink in sinks:
-                if sink.channel_key == connection_id or sink.channel_key.startswith(prefix):
-                    return None
+        if connection_id and any(of_connection(s.channel_key, connection_id) for s in sinks):
+            return None
         return hold
 
     def check(self) -> None:
@@ -85,3 +85,23 @@ class FlowGate:
     def _on_timer(self) -> None:
         self._timer = None
         self.check()
+
+
+def of_connection(channel_key: str, connection_id: str) -> bool:
+    """Whether a consumer's channel key belongs to connection `connection_id` (an AMQP
+    channel's key is "<connection id>:<channel>"; a WebSocket's is its connection id)."""
+    return channel_key == connection_id or channel_key.startswith(connection_id + ":")
+
+
+def take_pending(holds: list[asyncio.Future[None]]) -> list[asyncio.Future[None]]:
+    """The holds in `holds` that are not over yet; `holds` is emptied."""
+    pending = [hold for hold in holds if not hold.done()]
+    holds.clear()
+    return pending
+
+
+async def wait_for_holds(holds: list[asyncio.Future[None]]) -> None:
+    """Wait until every hold is over: each ends by itself (its queue bounds it), and
+    `HOLD_WAIT_MAX_S` is a backstop against one that was never let go."""
+    if holds:
+        await asyncio.wait(holds, timeout=HOLD_WAIT_MAX_S)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from logbroker.queue.flow_gate import FlowGate
+from logbroker.queue.flow_gate import FlowGate, of_connection, take_pending, wait_for_holds
 from logbroker.queue.publisher_flow import FlowLimits, PublisherFlow
 
 LIMITS = FlowLimits(high=5, low=2, stall_ms=30, hold_max_ms=200, trial_hold_max_ms=200,
@@ -68,3 +68,24 @@ async def test_release_ends_a_hold_at_once() -> None:
     assert hold.done()
     assert not gate.flow.holding
     assert gate.hold() is not hold  # a later hold is a new one
+
+
+def test_a_channel_key_belongs_to_its_connection_only() -> None:
+    assert of_connection("10.0.0.1:5000:7:1", "10.0.0.1:5000:7")  # an AMQP channel
+    assert of_connection("ws-3", "ws-3")  # a WebSocket's key is its connection id
+    assert not of_connection("10.0.0.1:5000:71:1", "10.0.0.1:5000:7")
+    assert not of_connection("ws-31", "ws-3")
+
+
+async def test_take_pending_empties_the_list_and_wait_returns_once_holds_end() -> None:
+    loop = asyncio.get_running_loop()
+    over: asyncio.Future[None] = loop.create_future()
+    over.set_result(None)
+    held: asyncio.Future[None] = loop.create_future()
+    holds = [over, held]
+    pending = take_pending(holds)
+    assert pending == [held] and holds == []
+    loop.call_later(0.02, held.set_result, None)
+    await asyncio.wait_for(wait_for_holds(pending), 1.0)
+    assert held.done()
+    await wait_for_holds([])  # nothing to wait for
