@@ -92,9 +92,10 @@ class Publisher:
         of one socket read, a REST or WebSocket frame) costs one append per
         queue, not a task and a future per message.
 
-        `holds` receives a future for each local target queue that holds its
-        publishers back (`publisher_flow`): the caller reads no more from this
-        publisher until they are done. `publisher_id` is the publishing
+        `holds` receives a future for each target queue that holds its
+        publishers back (`publisher_flow`; for a queue led by another node, once
+        that node said so, see `cluster/remote_flow.py`): the caller reads no more
+        from this publisher until they are done. `publisher_id` is the publishing
         connection's id: a queue it consumes from never holds it.
         """
         try:
