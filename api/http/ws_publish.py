@@ -87,7 +87,17 @@ class PublishChain:
     async def wait_room(self) -> None:
         while not self._room.is_set():
             await self._room.wait()
-        await wait_for_holds(take_pending(self._holds))
+        holds = take_pending(self._holds)
+        if holds:
+            # Shown as RabbitMQ shows a connection in flow (/api/connections).
+            info = self._broker.connections.get(self._connection_id)
+            if info is not None:
+                info.state = "flow"
+            try:
+                await wait_for_holds(holds)
+            finally:
+                if info is not None:
+                    info.state = "running"
 
     def submit(self, ids: Sequence[Ref], messages: Sequence[Message | str]) -> None:
         """Start publishing `messages` now (a str: a message refused, and why); the frame's

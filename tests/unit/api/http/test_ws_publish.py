@@ -6,6 +6,7 @@ import asyncio
 from typing import Any, cast
 
 from api.http.ws_publish import PublishChain
+from logbroker.connections import ConnectionInfo, ConnectionRegistry
 from logbroker.message import Message
 from logbroker.publishing import PublishResult
 
@@ -27,6 +28,8 @@ class HoldingPublisher:
 class Broker:
     def __init__(self) -> None:
         self.publisher = HoldingPublisher()
+        self.connections = ConnectionRegistry()
+        self.connections.add(ConnectionInfo("ws:1", "WebSocket", "127.0.0.1", 1, "guest", "/"))
 
 
 class Outbox:
@@ -39,13 +42,17 @@ class Outbox:
 
 async def test_the_reader_waits_for_a_hold_and_goes_on_once_it_ends() -> None:
     broker, outbox = Broker(), Outbox()
-    chain = PublishChain(cast(Any, broker), "/", cast(Any, outbox))
+    chain = PublishChain(cast(Any, broker), "/", cast(Any, outbox), "ws:1")
+    info = broker.connections.get("ws:1")
+    assert info is not None
     chain.submit(["a"], [Message("", "q", b"1")])
     await asyncio.sleep(0.01)  # the publish ran: its confirm is out, its hold taken
     assert outbox.sent[0]["ids"] == ["a"]
     reader = asyncio.ensure_future(chain.wait_room())
     await asyncio.sleep(0.01)
     assert not reader.done()
+    assert info.state == "flow"  # as /api/connections shows it
     broker.publisher.hold.set_result(None)
     await asyncio.wait_for(reader, 1.0)
+    assert info.state == "running"
     await asyncio.wait_for(chain.wait_room(), 1.0)  # a hold is waited for once
