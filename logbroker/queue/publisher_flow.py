@@ -31,9 +31,12 @@ one of three modes:
   bottleneck): hold whenever the backlog passes ``high``, publishers running
   at least ``open_min_ms`` between holds, for ``flow_ms``; then a new trial;
 * ``cooldown`` otherwise (the consumers set their own pace): no holds for
-  ``cooldown_ms``, then a new trial. Throttling a slow consumer's publisher
-  costs it at most ``trial_hold_max_ms``-long pauses adding up to ``trial_ms``
-  per cooldown.
+  ``cooldown_ms``, then a new trial; after each trial in a row that finds
+  holding useless the cooldown doubles, up to ``cooldown_max_ms`` (a trial
+  that finds it useful starts it over). Throttling a slow consumer's
+  publisher costs it pauses of at most ``trial_hold_max_ms``, adding up to
+  about ``trial_ms`` per cooldown: a few per cent at first, well under one
+  per cent once the cooldown is long.
 
 A trial whose consumers run dry (no ready messages) starts over: its figures
 no longer describe a backlog.
@@ -65,10 +68,12 @@ class FlowLimits:
     hold_max_ms: int = 500  # ... or after this long in flow mode
     trial_hold_max_ms: int = 100  # ... or after this long in a trial
     open_min_ms: int = 10  # publishers run at least this long between holds
+    open_max_ms: int = 250  # an open phase without publishes this long is measured anew
     trial_ms: int = 100  # a trial measures at least this long held and as long open
     gain: float = 1.4  # holding must raise the delivery rate this much to go on
     flow_ms: int = 2_000  # a verdict for holding stands this long
-    cooldown_ms: int = 3_000  # no holds for this long after holding did not help
+    cooldown_ms: int = 3_000  # no holds for this long after holding did not help ...
+    cooldown_max_ms: int = 30_000  # ... doubling, up to this, while it keeps not helping
 
 
 class PublisherFlow:
@@ -78,6 +83,7 @@ class PublisherFlow:
         self.limits = limits or FlowLimits()
         self.mode = FlowMode.TRIAL
         self._mode_until_ms = 0  # when flow or cooldown ends
+        self._cooldown_ms = self.limits.cooldown_ms  # the next cooldown's length
         self.holding = False
         self._phase_start_ms = 0  # of the current hold
         self._phase_delivered = 0  # the delivery count when the phase began
@@ -113,6 +119,12 @@ class PublisherFlow:
             self._phase_delivered = delivered
             return False
         open_ms = now_ms - self._open_since_ms
+        if open_ms > limits.open_max_ms:
+            # Publishers were idle this long: the consumers may have run dry meanwhile,
+            # so measure them afresh.
+            self._open_since_ms = now_ms
+            self._phase_delivered = delivered
+            return False
         if open_ms < limits.open_min_ms:
             return False
         if self.mode is FlowMode.TRIAL and self._open_ms + open_ms < self._hold_ms:
@@ -176,8 +188,10 @@ class PublisherFlow:
         if hold_rate >= limits.gain * open_rate and hold_rate > 0:
             self.mode = FlowMode.FLOW
             self._mode_until_ms = now_ms + limits.flow_ms
+            self._cooldown_ms = limits.cooldown_ms
         else:
             self.mode = FlowMode.COOLDOWN
-            self._mode_until_ms = now_ms + limits.cooldown_ms
+            self._mode_until_ms = now_ms + self._cooldown_ms
+            self._cooldown_ms = min(2 * self._cooldown_ms, limits.cooldown_max_ms)
             self._open_since_ms = None
             self.cooldowns += 1

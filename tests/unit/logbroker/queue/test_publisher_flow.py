@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from logbroker.queue.publisher_flow import FlowLimits, FlowMode, PublisherFlow
 
 LIMITS = FlowLimits(high=200, low=100, stall_ms=20, hold_max_ms=500, trial_hold_max_ms=100,
-                    open_min_ms=10, trial_ms=100, gain=1.4, flow_ms=2_000, cooldown_ms=3_000)
+                    open_min_ms=10, open_max_ms=250, trial_ms=100, gain=1.4, flow_ms=2_000,
+                    cooldown_ms=3_000, cooldown_max_ms=30_000)
 
 
 class Queue:
@@ -185,3 +188,39 @@ def test_holds_always_end_by_their_maximum(steps: list[tuple[int, int, int, int]
                 assert check is not None and check <= hold_started + LIMITS.hold_max_ms
             elif released:
                 hold_started = None
+
+
+def _cooldown_length(queue: Queue) -> int:
+    """Run a cooled-down queue (with its backlog) until a publish starts a new trial."""
+    started = queue.now_ms
+    while queue.flow.mode is not FlowMode.TRIAL:
+        queue.run(100, 0)
+        queue.publish(0)
+    return queue.now_ms - started
+
+
+def test_cooldowns_double_while_holding_keeps_not_helping_and_reset_when_it_helps() -> None:
+    queue = Queue(replace(LIMITS, cooldown_max_ms=12_000))
+    assert not queue.publish(300)
+    lengths = []
+    for _ in range(4):
+        trial(queue, held_per_10ms=20, open_per_10ms=20)
+        assert queue.flow.mode is FlowMode.COOLDOWN
+        lengths.append(_cooldown_length(queue))
+    assert lengths == [3_000, 6_000, 12_000, 12_000]
+    trial(queue, held_per_10ms=150, open_per_10ms=50)
+    assert queue.flow.mode is FlowMode.FLOW
+    queue.run(2_000, 0)
+    queue.publish(0)  # flow_ms is over: a new trial, measuring afresh (publishers were idle)
+    assert queue.flow.mode is FlowMode.TRIAL and not queue.flow.holding
+    trial(queue, held_per_10ms=20, open_per_10ms=20)
+    assert _cooldown_length(queue) == 3_000
+
+
+def test_an_open_phase_without_publishes_is_measured_anew() -> None:
+    queue = Queue()
+    assert not queue.publish(300)  # measuring open from here
+    queue.run(300, 0)  # idle publishers; consumers take nothing (they may have run dry)
+    assert not queue.publish(0)  # too long ago to tell anything: measured afresh
+    queue.run(10, 20)
+    assert queue.publish(0)
