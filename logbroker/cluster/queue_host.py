@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, cast
 from logbroker import consuming
 from logbroker.broker import MOVE_WAIT_S
 from logbroker.cluster.envelope import Envelope
-from logbroker.cluster.forwarded_message import decode_message, encode_message
+from logbroker.cluster.forwarded_message import decode_message, encode_message, encode_record
 from logbroker.cluster.remote_flow import HoldAnnouncer
 from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
 from logbroker.message import Message
@@ -53,6 +53,7 @@ from logbroker.queue.consumers import Consumer
 from logbroker.queue.message_meta import NO_EXPIRY
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.queue.replication_gate import GateFenced
+from segments.record_batch import LogRecord, Record
 
 if TYPE_CHECKING:
     from logbroker.cluster.cluster_node import ClusterNode
@@ -85,9 +86,17 @@ class ForwardedSink:
 
     def deliver(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
                 message: Message) -> None:
+        self._post(queue, consumer_tag, offset, redelivered, encode_message(message),
+                   self.host.ttl_left(self, queue, offset))
+
+    def deliver_record(self, queue: str, consumer_tag: str | None, offset: int,
+                       redelivered: bool, record: LogRecord | Record,
+                       ttl_left_ms: int | None) -> None:
+        self._post(queue, consumer_tag, offset, redelivered, encode_record(record), ttl_left_ms)
+
+    def _post(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
+              blob: bytes, ttl_left_ms: int | None) -> None:
         self.sent += 1
-        blob = encode_message(message)
-        ttl_left = self.host.ttl_left(self, queue, offset)
         rpc = self.host.node.rpc
         envelope = self._open
         if (envelope is not None and envelope.header["q"] == queue
@@ -96,14 +105,14 @@ class ForwardedSink:
             header["tag"].append(consumer_tag)
             header["o"].append(offset)
             header["r"].append(redelivered)
-            header["x"].append(ttl_left)
+            header["x"].append(ttl_left_ms)
             cast(list[bytes], envelope.blobs).append(blob)
             return
         # One envelope per queue and loop turn, appended to while nothing else is posted
         # to the node after it (which keeps the order of notices).
         envelope = self._open = Envelope("q.deliver", {
             "q": queue, "ck": self.remote_key, "tag": [consumer_tag], "o": [offset],
-            "r": [redelivered], "x": [ttl_left]}, [blob])
+            "r": [redelivered], "x": [ttl_left_ms]}, [blob])
         rpc.post(self.node, envelope)
         # Let go of it once this turn's notices are sent (after the flush, which was
         # scheduled first): an idle sink must not hold its last megabyte of messages.

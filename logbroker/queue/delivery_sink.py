@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from logbroker.message import Message
+from segments.record_batch import LogRecord, Record
 
 
 class DeliverySink(Protocol):
@@ -26,4 +27,17 @@ class DeliverySink(Protocol):
 
     def credit(self) -> int | None:
         """Unacked deliveries the channel may still take (None: no channel-wide limit)."""
+        ...
+
+
+@runtime_checkable
+class RecordSink(DeliverySink, Protocol):
+    """A sink that passes messages on without looking into them (to another node): it
+    takes the stored record, which saves decoding a `Message` and encoding it again."""
+
+    def deliver_record(
+        self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
+        record: LogRecord | Record, ttl_left_ms: int | None,
+    ) -> None:
+        """`ttl_left_ms`: how long until the message expires in the queue (None: never)."""
         ...

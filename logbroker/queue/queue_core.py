@@ -178,6 +178,9 @@ class QueueCore:
     def consumer_count(self) -> int:
         return len(self.roster)
 
+    def expires_at_ms(self, offset: int) -> int:
+        return self._meta.expires_at_ms(offset)
+
     def meta(self, offset: int) -> MessageMeta:
         return MessageMeta(self._meta.size_bytes(offset), self._meta.expires_at_ms(offset),
                            self._meta.priority(offset))

@@ -30,7 +30,7 @@ from logbroker.message import Message
 from logbroker.queue.admissions import Admissions
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.delivery_mark import DeliveryMark
-from logbroker.queue.delivery_sink import DeliverySink
+from logbroker.queue.delivery_sink import DeliverySink, RecordSink
 from logbroker.queue.effect_runner import EffectRunner
 from logbroker.queue.effects import (
     DeadLetter,
@@ -41,7 +41,7 @@ from logbroker.queue.effects import (
     Settle,
 )
 from logbroker.queue.flow_gate import FlowGate
-from logbroker.queue.message_meta import MessageMeta, meta_of
+from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta, meta_of
 from logbroker.queue.queue_core import Admission, QueueCore
 from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
@@ -95,6 +95,7 @@ class QueueShell:
         self._settler = SettleWriter(fs, log, cursor, self._committer,
                                      lambda: self.settings.retention, self._settled)
         self._sinks: dict[str, DeliverySink] = {}
+        self._record_sinks: dict[str, RecordSink] = {}  # those of `_sinks` that take them
         self._appended: dict[int, MessageMeta] = {}
         self.admissions = Admissions(settings.name, lambda: self.clock())  # clock: see below
         self._records = RecordCache(log)
@@ -256,11 +257,14 @@ class QueueShell:
     def add_consumer(self, consumer: Consumer, sink: DeliverySink) -> None:
         self.core.add_consumer(consumer, self.clock())
         self._sinks[consumer.tag] = sink
+        if isinstance(sink, RecordSink):
+            self._record_sinks[consumer.tag] = sink
         self.schedule_pump()
 
     def remove_consumer(self, tag: str) -> None:
         self.core.remove_consumer(tag, self.clock())
         self._sinks.pop(tag, None)
+        self._record_sinks.pop(tag, None)
         self.schedule_pump()
         self._arm_timer()
 
@@ -387,7 +391,16 @@ class QueueShell:
         if isinstance(effect, Deliver):
             self._delivery_mark.delivered(effect.offset)
             self._count_delivery(effect.redelivered)
-            sink = self._sinks.get(effect.consumer_tag or "")
+            tag = effect.consumer_tag or ""
+            record_sink = self._record_sinks.get(tag)
+            if record_sink is not None:
+                expires_at_ms = self.core.expires_at_ms(effect.offset)
+                record_sink.deliver_record(
+                    self.name, effect.consumer_tag, effect.offset, effect.redelivered,
+                    self._records.record_at(effect.offset),
+                    None if expires_at_ms == NO_EXPIRY else max(0, expires_at_ms - self.clock()))
+                return
+            sink = self._sinks.get(tag)
             if sink is not None:
                 sink.deliver(self.name, effect.consumer_tag, effect.offset, effect.redelivered,
                              self.message_at(effect.offset))
@@ -441,6 +454,7 @@ class QueueShell:
         for tag, sink in list(self._sinks.items()):
             sink.consumer_cancelled(self.name, tag, leader_moved)
         self._sinks.clear()
+        self._record_sinks.clear()
 
     async def close(self) -> None:
         if self.closed:

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pamqp import commands
 
-from logbroker.cluster.forwarded_message import decode_message, encode_message
+from logbroker.cluster.forwarded_message import decode_message, encode_message, encode_record
 from logbroker.message import Message, encode_properties
 
 Properties = commands.Basic.Properties
@@ -77,9 +77,8 @@ def test_layout_is_as_documented() -> None:
     message = Message("ex", "rk", b"BODY", Properties(priority=1), timestamp_ms=0x0102030405)
     data = encode_message(message)
     props = message.encoded_properties()
-    expected = (struct.pack(">H", 2) + b"ex" + struct.pack(">H", 2) + b"rk"
-                + struct.pack(">I", len(props)) + props + struct.pack(">Q", 0x0102030405)
-                + b"BODY")
+    expected = (struct.pack(">HHIQ", 2, 2, len(props), 0x0102030405) + b"ex" + b"rk"
+                + props + b"BODY")
     assert data == expected
 
 
@@ -98,6 +97,14 @@ def test_round_trip_property(exchange: str, key: str, body: bytes, timestamp: in
     assert decoded.properties.message_id == message_id
 
 
+def test_a_stored_record_is_forwarded_as_its_message_would_be() -> None:
+    message = Message("amq.topic", "kern.error", b"body", _rich_properties(),
+                      timestamp_ms=77)
+    record = message.to_record()
+    assert encode_record(record) == encode_message(message)
+    assert encode_record(record) == encode_message(Message.from_record(record))
+
+
 def test_every_truncation_before_the_body_is_a_value_error() -> None:
     message = Message("exchange-é", "routing.key", b"the body", _rich_properties(),
                       timestamp_ms=123)
@@ -110,14 +117,12 @@ def test_every_truncation_before_the_body_is_a_value_error() -> None:
 
 
 @pytest.mark.parametrize("data", [
-    struct.pack(">H", 2) + b"\xff\xfe" + struct.pack(">H", 0) + struct.pack(">I", 0)
-    + struct.pack(">Q", 0),  # exchange is not UTF-8
-    struct.pack(">H", 0) + struct.pack(">H", 1) + b"\x80" + struct.pack(">I", 0)
-    + struct.pack(">Q", 0),  # key is not UTF-8
-    struct.pack(">H", 0) + struct.pack(">H", 0) + struct.pack(">I", 2**32 - 1)
-    + struct.pack(">Q", 0),  # properties run past the end
-    struct.pack(">H", 60000) + b"short",
-], ids=["exchange-utf8", "key-utf8", "long-properties", "long-exchange"])
+    struct.pack(">HHIQ", 2, 0, 0, 0) + b"\xff\xfe",  # exchange is not UTF-8
+    struct.pack(">HHIQ", 0, 1, 0, 0) + b"\x80",  # key is not UTF-8
+    struct.pack(">HHIQ", 0, 0, 2**32 - 1, 0),  # properties run past the end
+    struct.pack(">HHIQ", 60000, 0, 0, 0) + b"short",
+    struct.pack(">HH", 0, 0),  # the fixed fields are cut short
+], ids=["exchange-utf8", "key-utf8", "long-properties", "long-exchange", "short-fixed"])
 def test_malformed_input_is_a_value_error(data: bytes) -> None:
     with pytest.raises(ValueError):
         decode_message(data)
