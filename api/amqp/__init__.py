@@ -6,6 +6,7 @@ The asyncio shell (socket, timers) and the broker layer sit on top of
 
 from api.amqp.connection_machine import AmqpConnection, Authenticator, ConnectionState
 from api.amqp.events import (
+    Acks,
     ChannelClosed,
     ChannelMethod,
     ChannelOpened,
@@ -21,6 +22,7 @@ from api.amqp.reply_codes import ReplyCode, is_channel_error, is_connection_erro
 from api.amqp.server_properties import ConnectionConfig
 
 __all__ = [
+    "Acks",
     "AmqpConnection",
     "Authenticator",
     "ChannelClosed",

@@ -58,7 +58,7 @@ from api.amqp.channel_tx import Settlement, Transaction, apply_settlement, settl
 from api.amqp.connection_context import ConnectionContext
 from api.amqp.delivery_tags import DeliveryTags, Unacked, UnknownDeliveryTag
 from api.amqp.direct_reply import PSEUDO_QUEUE, ReplyEndpoint
-from api.amqp.events import ChannelMethod, Publish
+from api.amqp.events import Acks, ChannelMethod, Publish
 from api.amqp.pending_acks import PendingAcks
 from api.amqp.publish_pipeline import PublishPipeline
 from logbroker import consuming
@@ -80,7 +80,7 @@ FLOW_BATCH = 64  # deliveries per channel between two socket flushes
 _UNORDERED: frozenset[type[base.Frame]] = frozenset(
     {commands.Basic.Ack, commands.Basic.Nack, commands.Basic.Reject}
 )
-ChannelEvent = ChannelMethod | Publish
+ChannelEvent = ChannelMethod | Acks | Publish
 
 
 class ChannelSession:
@@ -220,6 +220,9 @@ class ChannelSession:
             self.handle(waiting.popleft())
 
     def _dispatch(self, event: ChannelEvent) -> None:
+        if isinstance(event, Acks):
+            self._ack_run(event.acks)
+            return
         try:
             if isinstance(event, Publish):
                 self._publish(event)
@@ -437,11 +440,23 @@ class ChannelSession:
     # -- settlement ------------------------------------------------------------------
 
     def _ack(self, method: commands.Basic.Ack) -> None:
-        taken = self._tags.take(method.delivery_tag, method.multiple)
-        if self._tx is not None:
-            self._tx.settlements.append(Settlement(taken, ack=True))
-        else:
-            self._acks.add(taken)  # settled with the read's other acks (pending_acks.py)
+        self._ack_run([(method.delivery_tag, method.multiple)])
+
+    def _ack_run(self, acks: list[tuple[int, bool]]) -> None:
+        """basic.acks in a row, in order; an unknown tag closes the channel there, as
+        its own ack would have."""
+        tags, tx, gathered = self._tags, self._tx, self._acks
+        for delivery_tag, multiple in acks:
+            try:
+                taken = tags.take(delivery_tag, multiple)
+            except UnknownDeliveryTag as err:
+                self.fail(BrokerError(PRECONDITION_FAILED, str(err)),
+                          commands.Basic.Ack(delivery_tag, multiple))
+                return
+            if tx is not None:
+                tx.settlements.append(Settlement(taken, ack=True))
+            else:
+                gathered.add(taken)  # settled with the read's other acks (pending_acks.py)
 
     def _nack(self, method: commands.Basic.Nack) -> None:
         taken = self._tags.take(method.delivery_tag, method.multiple)

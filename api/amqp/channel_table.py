@@ -31,10 +31,17 @@ from dataclasses import dataclass
 from pamqp import base, commands
 
 from api.amqp.content_assembler import ContentAssembler, MessageTooLarge
-from api.amqp.events import ChannelClosed, ChannelMethod, ChannelOpened, Event, Publish
+from api.amqp.events import Acks, ChannelClosed, ChannelMethod, ChannelOpened, Event, Publish
 from api.amqp.frame_buffers import Outbox
 from api.amqp.reply_codes import ReplyCode, reply_text, truncate_shortstr
-from api.amqp.wire import FRAME_METHOD, ProtocolError, RawFrame, decode_method, method_ids
+from api.amqp.wire import (
+    FRAME_METHOD,
+    ProtocolError,
+    RawFrame,
+    ack_arguments,
+    decode_method,
+    method_ids,
+)
 from api.amqp.wire import method_name as _name
 
 __all__ = [
@@ -168,6 +175,13 @@ class ChannelTable:
                 f"expected method frame, got non method frame instead "
                 f"(type {kind}, channel {number})",
             )
+        if channel is not None and (ack := ack_arguments(frame.payload)) is not None:
+            last = self._events[-1] if self._events else None
+            if type(last) is Acks and last.channel == number:
+                last.acks.append(ack)
+            else:
+                self._events.append(Acks(number, [ack]))
+            return
         method = decode_method(frame.payload)
         if channel is None:
             if not isinstance(method, commands.Channel.Open):

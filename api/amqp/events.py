@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pamqp import base, commands
 
 __all__ = [
+    "Acks",
     "ChannelClosed",
     "ChannelMethod",
     "ChannelOpened",
@@ -85,6 +86,19 @@ class ChannelMethod:
     method: base.Frame
 
 
+@dataclass(slots=True)
+class Acks:
+    """basic.ack frames that came in a row on one channel: (delivery tag, multiple) each.
+
+    One event for the run, not a ``ChannelMethod`` per ack: a consumer that acks
+    every message sends tens of them per socket read. The machine appends to
+    ``acks`` while the event is the last one queued (before ``next_events``).
+    """
+
+    channel: int
+    acks: list[tuple[int, bool]]
+
+
 @dataclass(slots=True)  # one per message: not frozen, which would cost 3x to build
 class Publish:
     """A complete basic.publish: method, content header properties and the whole body."""
@@ -141,6 +155,7 @@ Event = (
     | ChannelOpened
     | ChannelClosed
     | ChannelMethod
+    | Acks
     | Publish
     | SecretUpdated
     | ConnectionFailed

@@ -52,6 +52,7 @@ from api.amqp.connection_context import ConnectionContext, InFlight
 from api.amqp.connection_machine import AmqpConnection
 from api.amqp.direct_reply import DirectReplyRegistry
 from api.amqp.events import (
+    Acks,
     ChannelClosed,
     ChannelMethod,
     ChannelOpened,
@@ -292,7 +293,7 @@ class ConnectionHandler:
             self._arm_timer()
 
     def _dispatch(self, event: Event) -> None:
-        if isinstance(event, ChannelMethod | Publish):
+        if isinstance(event, ChannelMethod | Acks | Publish):
             self._published = self._published or isinstance(event, Publish)
             session = self._sessions.get(event.channel)
             if session is not None:

@@ -72,7 +72,6 @@ _METHOD_IDS = struct.Struct(">HH")
 _CONTENT_PREFIX = struct.Struct(">HHQ")
 _TICKET = struct.Struct(">H")  # as pamqp decodes a short
 _PUBLISH_ID = (commands.Basic.frame_id << 16) | commands.Basic.Publish.frame_id
-_ACK_ID = (commands.Basic.frame_id << 16) | commands.Basic.Ack.frame_id
 _ACK_ARGUMENTS = struct.Struct(">qB")  # delivery-tag (signed, as pamqp reads it), the bits
 
 
@@ -173,6 +172,21 @@ def method_name(method: base.Frame | type[base.Frame]) -> str:
     return f"{cls_name.lower()}.{snake}"
 
 
+_ACK_IDS = _METHOD_IDS.pack(commands.Basic.frame_id, commands.Basic.Ack.frame_id)
+
+
+def ack_arguments(payload: bytes) -> tuple[int, bool] | None:
+    """(delivery tag, multiple) if `payload` is a basic.ack's, else None.
+
+    One per delivery from a consumer with manual acks: pamqp's generic decoder
+    costs 5x as much. Same fields; anything shorter goes the generic way.
+    """
+    if len(payload) < 4 + _ACK_ARGUMENTS.size or payload[:4] != _ACK_IDS:
+        return None
+    delivery_tag, bits = _ACK_ARGUMENTS.unpack_from(payload, 4)
+    return delivery_tag, bits & 1 != 0
+
+
 def decode_method(payload: bytes) -> base.Frame:
     """Decode a method-frame payload into its pamqp command object."""
     if len(payload) < _METHOD_IDS.size:
@@ -184,12 +198,9 @@ def decode_method(payload: bytes) -> base.Frame:
         publish = _decode_publish(payload)
         if publish is not None:
             return publish
-    elif (class_id << 16) | method_id == _ACK_ID and len(payload) >= 4 + _ACK_ARGUMENTS.size:
-        # One per delivery from a consumer with manual acks: pamqp's generic decoder
-        # costs 5x as much. Same fields; anything shorter goes the generic way.
+    elif (fields := ack_arguments(payload)) is not None:
         ack = commands.Basic.Ack.__new__(commands.Basic.Ack)
-        ack.delivery_tag, bits = _ACK_ARGUMENTS.unpack_from(payload, 4)
-        ack.multiple = bits & 1 != 0
+        ack.delivery_tag, ack.multiple = fields
         return ack
     cls = cast("type[base.Frame] | None", commands.INDEX_MAPPING.get((class_id << 16) | method_id))
     if cls is None:

@@ -14,7 +14,7 @@ from pamqp import base, commands
 
 from api.amqp.channel_session import ChannelSession
 from api.amqp.connection_context import ConnectionContext, InFlight
-from api.amqp.events import ChannelMethod, Publish
+from api.amqp.events import Acks, ChannelMethod, Publish
 from api.amqp.publish_pipeline import PublishPipeline
 from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig, Session
@@ -425,6 +425,21 @@ async def test_the_acks_of_one_read_are_settled_on_the_queue_together(
     await settle()
     assert calls == [[0, 1, 2]]
     assert (shell.core.message_count, shell.core.unacked_count) == (0, 0)
+
+
+async def test_a_run_of_acks_settles_each_and_stops_at_an_unknown_tag(
+    harness: Harness,
+) -> None:
+    channel = await _consume_three(harness)
+    shell = harness.broker.queue("/", "q")
+    assert shell is not None
+    # Tag 9 was never issued: 406 at that ack. The ack before it counts; the one after
+    # it is not taken, so the close requeues that message with the unacked third.
+    channel.handle(Acks(1, [(1, False), (9, False), (2, False)]))
+    assert harness.machine.channel_closes == [
+        (1, 406, "PRECONDITION_FAILED - unknown delivery tag 9", 60, 80)]
+    await settle()
+    assert (shell.core.message_count, shell.core.unacked_count) == (2, 0)
 
 
 async def test_an_ack_before_a_recover_or_a_close_is_settled_first(harness: Harness) -> None:

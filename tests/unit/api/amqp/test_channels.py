@@ -6,6 +6,7 @@ import pytest
 from pamqp import commands
 
 from api.amqp import (
+    Acks,
     ChannelClosed,
     ChannelMethod,
     ChannelOpened,
@@ -14,7 +15,7 @@ from api.amqp import (
     ConnectionFailed,
     ConnectionState,
 )
-from tests.unit.api.amqp.client import Client, fields, parse
+from tests.unit.api.amqp.client import Client, marshal, parse
 
 
 def open_client(**config: int) -> Client:
@@ -77,8 +78,39 @@ def test_broker_methods_become_channel_method_events() -> None:
     assert isinstance(event.method, commands.Queue.Declare)
     assert (event.method.queue, event.method.durable) == ("orders", True)
     [ack] = client.send(1, commands.Basic.Ack(delivery_tag=7, multiple=True))
-    assert isinstance(ack, ChannelMethod)
-    assert fields(ack.method) == ("Basic.Ack", {"delivery_tag": 7, "multiple": True})
+    assert ack == Acks(1, [(7, True)])
+
+
+def test_acks_in_a_row_on_a_channel_become_one_event() -> None:
+    client = open_client()
+    client.open_channels([1, 2])
+    events = client.feed(b"".join([
+        marshal(1, commands.Basic.Ack(delivery_tag=1)),
+        marshal(1, commands.Basic.Ack(delivery_tag=2)),
+        marshal(1, commands.Basic.Ack(delivery_tag=4, multiple=True)),
+        marshal(2, commands.Basic.Ack(delivery_tag=1)),  # another channel: a new run
+        marshal(1, commands.Basic.Nack(delivery_tag=5)),  # not an ack: ends the run
+        marshal(1, commands.Basic.Ack(delivery_tag=6)),
+    ]))
+    assert events[:3] == [Acks(1, [(1, False), (2, False), (4, True)]), Acks(2, [(1, False)]),
+                          events[2]]
+    assert isinstance(events[2], ChannelMethod)
+    assert isinstance(events[2].method, commands.Basic.Nack)
+    assert events[3:] == [Acks(1, [(6, False)])]
+
+
+def test_a_run_of_acks_is_not_extended_once_the_broker_took_it() -> None:
+    client = open_client()
+    client.open_channels([1])
+    first = client.send(1, commands.Basic.Ack(delivery_tag=1))
+    second = client.send(1, commands.Basic.Ack(delivery_tag=2))
+    assert first == [Acks(1, [(1, False)])] and second == [Acks(1, [(2, False)])]
+
+
+def test_an_ack_on_a_channel_that_is_not_open_is_504() -> None:
+    client = open_client()
+    [failed] = client.send(3, commands.Basic.Ack(delivery_tag=1))
+    assert isinstance(failed, ConnectionFailed) and failed.reply_code == 504
 
 
 def test_replies_to_server_methods_are_ignored() -> None:

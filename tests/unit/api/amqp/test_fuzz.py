@@ -169,7 +169,7 @@ def test_the_unmutated_stream_is_a_clean_session() -> None:
         "ChannelMethod",
         "Publish",
         "Publish",
-        "ChannelMethod",
+        "Acks",
         "ChannelClosed",
         "ConnectionClosed",
     ]
