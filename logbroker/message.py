@@ -25,6 +25,9 @@ from segments.record_batch import Headers, LogRecord, Record
 Properties = commands.Basic.Properties
 PERSISTENT = 2
 _FLAGS = struct.Struct(">H")
+# Property flags of priority (bit 11) and expiration (bit 8), and the flag that says
+# another flag word follows (bit 0).
+_PRIORITY_EXPIRATION_OR_MORE = 0x0800 | 0x0100 | 0x0001
 
 
 def encode_properties(properties: Properties) -> bytes:
@@ -88,6 +91,17 @@ class Message:
             self._properties = decode_properties(self._encoded_properties or b"")
         return self._properties
 
+    def expiration_and_priority(self) -> tuple[str | None, int | None]:
+        """The two properties a queue decides with. Properties still encoded (a message
+        forwarded by another node) are not decoded when their flags say neither is
+        there, the usual case: that decode cost as much as the rest of an enqueue."""
+        encoded = self._encoded_properties
+        if (self._properties is None and encoded is not None and len(encoded) >= 2
+                and not _FLAGS.unpack_from(encoded)[0] & _PRIORITY_EXPIRATION_OR_MORE):
+            return None, None
+        properties = self.properties
+        return properties.expiration, properties.priority
+
     @property
     def persistent(self) -> bool:
         return self.properties.delivery_mode == PERSISTENT
@@ -146,7 +160,7 @@ def expiry_ms(message: Message, queue_ttl_ms: int | None, now_ms: int) -> int | 
     deadlines = []
     if queue_ttl_ms is not None:
         deadlines.append(now_ms + queue_ttl_ms)
-    expiration = message.properties.expiration
+    expiration, _ = message.expiration_and_priority()
     if expiration is not None and expiration != "":
         # A malformed expiration is refused at publish time; a stored one never is.
         with contextlib.suppress(ValueError):

@@ -28,8 +28,9 @@ class MessageMeta:
 def meta_of(message: Message, message_ttl_ms: int | None, now_ms: int) -> MessageMeta:
     """The facts the core keeps about `message`, published (or first written) at `now_ms`."""
     expires = expiry_ms(message, message_ttl_ms, now_ms)
+    _, priority = message.expiration_and_priority()
     return MessageMeta(message.size_bytes, NO_EXPIRY if expires is None else expires,
-                       min(message.properties.priority or 0, 255))
+                       min(priority or 0, 255))
 
 
 class MessageMetaTable:

@@ -35,3 +35,24 @@ def test_stored_is_the_constructor_with_encoded_properties() -> None:
     for name in Message.__slots__:
         assert getattr(fast, name) == getattr(slow, name), name
     assert fast.properties.priority == 3
+
+
+def test_expiration_and_priority_agree_with_the_decoded_properties() -> None:
+    for properties in (Properties(), Properties(delivery_mode=2), Properties(priority=7),
+                       Properties(expiration="250", content_type="text/plain",
+                                  headers={"h": "v"}, reply_to="r"),
+                       Properties(priority=0, expiration="0", correlation_id="c")):
+        raw = encode_properties(properties)
+        encoded = Message.stored("", "q", b"", 0, raw)
+        assert encoded.expiration_and_priority() == (properties.expiration,
+                                                     properties.priority)
+        decoded = Message("", "q", b"", properties)
+        assert decoded.expiration_and_priority() == (properties.expiration,
+                                                      properties.priority)
+    assert Message.stored("", "q", b"", 0, b"").expiration_and_priority() == (None, None)
+
+
+def test_plain_encoded_properties_are_not_decoded_for_the_queue() -> None:
+    message = Message.stored("", "q", b"", 0, encode_properties(Properties(delivery_mode=2)))
+    assert message.expiration_and_priority() == (None, None)
+    assert message._properties is None
