@@ -181,14 +181,15 @@ class QueueHost:
         broker = self.node.broker
         routed: list[tuple[Message, list[QueueShell]]] = []
         missing: set[int] = set()
-        opened = {str(name): await self._opened(vhost, str(name))
-                  for names in envelope.header["t"] for name in names}
-        for index, (blob, names) in enumerate(zip(envelope.blobs, envelope.header["t"],
-                                                  strict=True)):
+        names_of = envelope.header["t"]  # per message: its target queues' names
+        opened = {name: await self._opened(vhost, name)  # a batch mostly has one target
+                  for name in {str(name) for names in names_of for name in names}}
+        for index, (blob, names) in enumerate(zip(envelope.blobs, names_of, strict=True)):
             shells = [opened[str(name)] for name in names]
-            if any(shell is None for shell in shells):
+            if None in shells:
                 missing.add(index)  # not led here (any more): not confirmed
-            routed.append((decode_message(blob), [s for s in shells if s is not None]))
+                shells = [s for s in shells if s is not None]
+            routed.append((decode_message(blob), cast(list[QueueShell], shells)))
         appended = broker.publisher.start_routed(routed)
         self._holds.after_publish(peer, vhost, [s for s in opened.values() if s is not None])
         results = await appended
