@@ -349,13 +349,12 @@ _DELIVER_ENDS: dict[tuple[str, str, str], tuple[bytes, bytes]] = {}
 _DELIVER_ENDS_MAX = 4096
 
 
-def deliver_arguments(consumer_tag: object, delivery_tag: object, redelivered: bool,
-                      exchange: object, routing_key: object) -> bytes | None:
-    """basic.deliver's arguments, as `_encode_arguments` would write them (about 8x
-    faster: one per delivery); None when a field is unusual, for the generic path."""
+def _deliver_ends(consumer_tag: object, exchange: object, routing_key: object
+                  ) -> tuple[bytes, bytes] | None:
+    """basic.deliver's arguments before and after the delivery tag and redelivered flag,
+    cached; None when a field is unusual (the generic encoder says what is wrong)."""
     if not (isinstance(consumer_tag, str) and isinstance(exchange, str)
-            and isinstance(routing_key, str) and isinstance(delivery_tag, int)
-            and 0 <= delivery_tag < 1 << 63):
+            and isinstance(routing_key, str)):
         return None
     key = (consumer_tag, exchange, routing_key)
     ends = _DELIVER_ENDS.get(key)
@@ -370,6 +369,16 @@ def deliver_arguments(consumer_tag: object, delivery_tag: object, redelivered: b
             bytes((len(encoded_tag),)) + encoded_tag,
             bytes((len(encoded_exchange),)) + encoded_exchange
             + bytes((len(encoded_key),)) + encoded_key)
+    return ends
+
+
+def deliver_arguments(consumer_tag: object, delivery_tag: object, redelivered: bool,
+                      exchange: object, routing_key: object) -> bytes | None:
+    """basic.deliver's arguments, as `_encode_arguments` would write them (about 8x
+    faster: one per delivery); None when a field is unusual, for the generic path."""
+    ends = _deliver_ends(consumer_tag, exchange, routing_key)
+    if ends is None or not (isinstance(delivery_tag, int) and 0 <= delivery_tag < 1 << 63):
+        return None
     return b"".join((ends[0], _DELIVERY_TAG.pack(delivery_tag),
                      b"\x01" if redelivered else b"\x00", ends[1]))
 
@@ -412,6 +421,20 @@ def encode_delivery(channel: int, consumer_tag: str, delivery_tag: int, redelive
                     frame_max: int) -> bytes | None:
     """`encode_content` of a basic.deliver without building pamqp's object (one per
     delivery); None when a field is unusual (use `encode_content`)."""
+    size = len(body)
+    ends = _deliver_ends(consumer_tag, exchange, routing_key)
+    if (ends is not None and 0 < size <= (frame_max - FRAME_OVERHEAD if frame_max else size)
+            and 0 <= delivery_tag < 1 << 63):
+        # The usual delivery: the three frames in one join (a third faster than below).
+        return b"".join((
+            _FRAME_HEADER.pack(FRAME_METHOD, channel,
+                               len(_DELIVER_IDS) + len(ends[0]) + 9 + len(ends[1])),
+            _DELIVER_IDS, ends[0], _DELIVERY_TAG.pack(delivery_tag),
+            b"\x01" if redelivered else b"\x00", ends[1], FRAME_END_BYTES,
+            _FRAME_HEADER.pack(FRAME_HEADER, channel, _CONTENT_HEADER.size + len(properties)),
+            _CONTENT_HEADER.pack(commands.Basic.frame_id, 0, size), properties,
+            FRAME_END_BYTES, _FRAME_HEADER.pack(FRAME_BODY, channel, size), body,
+            FRAME_END_BYTES))
     arguments = deliver_arguments(consumer_tag, delivery_tag, redelivered, exchange,
                                   routing_key)
     if arguments is None:
