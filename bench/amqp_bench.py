@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -36,6 +35,8 @@ from typing import Any
 
 import pika  # type: ignore[import-untyped]
 from pika.adapters.select_connection import IOLoop  # type: ignore[import-untyped]
+
+from bench.free_ports import free_port
 
 STAMP = struct.Struct(">Q")  # perf_counter_ns() at publish, first 8 bytes of every body
 START_TIMEOUT_S, STOP_TIMEOUT_S, RATE_TICK_S = 120.0, 60.0, 0.002
@@ -309,11 +310,6 @@ def run_workloads(url: str, target: str, args: argparse.Namespace) -> dict[str, 
     return results
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 def _wait_for_amqp(url: str, process: subprocess.Popen[bytes], log_path: str) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -366,7 +362,7 @@ def _served(name: str, port: int, command: Callable[[str], tuple[list[str], dict
 
 
 def logbroker_served() -> contextlib.AbstractContextManager[str]:
-    port = _free_port()
+    port = free_port()
     return _served("logbroker", port, lambda workdir: (
         [sys.executable, "-m", "logbroker.cli", "serve", "--data-dir",
          os.path.join(workdir, "data"), "--amqp-port", str(port), "--host", "127.0.0.1"],
@@ -392,7 +388,7 @@ def _rabbitmq_env(workdir: str, port: int, node: str) -> dict[str, str]:
     plugins.write_text("[].\n")  # no management plugin, no plugin at all
     return dict(
         os.environ, HOME=workdir, RABBITMQ_NODENAME=node, RABBITMQ_NODE_PORT=str(port),
-        RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_DIST_PORT=str(_free_port()),
+        RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_DIST_PORT=str(free_port()),
         RABBITMQ_CONFIG_FILE=str(config), RABBITMQ_ENABLED_PLUGINS_FILE=str(plugins),
         RABBITMQ_MNESIA_BASE=os.path.join(workdir, "mnesia"),
         RABBITMQ_LOG_BASE=os.path.join(workdir, "log"),
@@ -400,7 +396,7 @@ def _rabbitmq_env(workdir: str, port: int, node: str) -> dict[str, str]:
 
 
 def rabbitmq_served() -> contextlib.AbstractContextManager[str]:
-    port, node = _free_port(), f"bench-{os.getpid()}@localhost"
+    port, node = free_port(), f"bench-{os.getpid()}@localhost"
     return _served("rabbitmq", port, lambda workdir: (
         [RABBITMQ_SERVER], _rabbitmq_env(workdir, port, node)),
         [RABBITMQCTL, "-n", node, "stop"])

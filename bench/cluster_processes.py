@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import httpx
 
 from api.cli.dev_cluster import SECRET_FILE, DevNode, ensure_secret, log_tail, serve_command
 from bench.amqp_bench import BenchError
+from bench.free_ports import free_port
 
 Result = dict[str, Any]
 ROOT = str(Path(__file__).resolve().parents[1])
@@ -37,11 +37,6 @@ PROBLEM_MARKERS = (" ERROR ", " CRITICAL ", "Traceback (most recent call last)")
 def say(message: str) -> None:
     print(f"[cluster-bench] {message}", file=sys.stderr, flush=True)
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -103,7 +98,7 @@ class Cluster:
     def __post_init__(self) -> None:
         self.secret_file = self.workdir / SECRET_FILE
         ensure_secret(self.secret_file)
-        self.nodes = [Node(DevNode(f"n{i}", _free_port(), _free_port(), _free_port(),
+        self.nodes = [Node(DevNode(f"n{i}", free_port(), free_port(), free_port(),
                                    self.workdir / f"n{i}", self.workdir / f"n{i}.log"))
                       for i in range(1, NODE_COUNT + 1)]
         self._env = {key: value for key, value in os.environ.items()

@@ -47,6 +47,7 @@ from websockets.asyncio.client import ClientConnection, connect
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from api.http.record_batches import records_in
 from bench.amqp_bench import BenchError, publish_confirm
+from bench.free_ports import free_port
 
 Result = dict[str, Any]
 START_TIMEOUT_S = 60.0
@@ -76,16 +77,11 @@ class Served:
         return f"amqp://guest:guest@127.0.0.1:{self.amqp_port}/"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 @contextlib.contextmanager
 def logbroker_served() -> Iterator[Served]:
     workdir = tempfile.mkdtemp(prefix="http-ws-bench-")
-    served = Served(_free_port(), _free_port())
+    served = Served(free_port(), free_port())
     log_path = os.path.join(workdir, "console.log")
     with open(log_path, "wb") as log:
         process = subprocess.Popen(

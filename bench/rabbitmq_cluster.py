@@ -26,12 +26,12 @@ from bench.amqp_bench import (
     RABBITMQ_SERVER,
     RABBITMQCTL,
     BenchError,
-    _free_port,
     _rabbitmq_env,
     _served,
     ensure_rabbitmq,
 )
 from bench.cluster_processes import say
+from bench.free_ports import free_port
 
 CTL_TIMEOUT_S = 120.0
 LOOPBACK_DIST = "-kernel inet_dist_use_interface {127,0,0,1}"
@@ -40,7 +40,7 @@ LOOPBACK_DIST = "-kernel inet_dist_use_interface {127,0,0,1}"
 class RabbitNode:
     def __init__(self, index: int, cookie: str, epmd_port: int) -> None:
         self.name = f"bench{index}-{os.getpid()}@localhost"
-        self.port = _free_port()
+        self.port = free_port()
         self.cookie, self.epmd_port = cookie, epmd_port
         self.env: dict[str, str] = {}
 
@@ -90,7 +90,7 @@ def _running_nodes(node: RabbitNode) -> list[str]:
 def rabbitmq_cluster(size: int = 3) -> Iterator[list[RabbitNode]]:
     """`size` RabbitMQ nodes joined into one cluster; yields them, the first one first."""
     ensure_rabbitmq()
-    cookie, epmd_port = secrets.token_hex(20).upper(), _free_port()
+    cookie, epmd_port = secrets.token_hex(20).upper(), free_port()
     nodes = [RabbitNode(index, cookie, epmd_port) for index in range(1, size + 1)]
     with contextlib.ExitStack() as stack:
         stack.callback(_kill_epmd, epmd_port)  # runs last, after every node stopped
