@@ -56,6 +56,7 @@ from api.amqp.channel_table import CONTENT_METHODS, MACHINE_ONLY_METHODS, Channe
 from api.amqp.connection_state import ENDING_STATES, NOT_READING_STATES, ConnectionState
 from api.amqp.events import ConnectionClosed, ConnectionFailed, Event
 from api.amqp.frame_buffers import Inbox, Outbox
+from api.amqp.frame_encoding import encode_content, encode_delivery
 from api.amqp.handshake import (
     CONNECTION_CLASS_ID,
     OPEN_IDS,
@@ -68,15 +69,7 @@ from api.amqp.negotiation import CHANNEL_NUMBER_MAX, Tuning
 from api.amqp.reply_codes import ReplyCode, is_connection_error, truncate_shortstr
 from api.amqp.server_properties import ConnectionConfig
 from api.amqp.timers import Timers
-from api.amqp.wire import (
-    FRAME_HEARTBEAT,
-    ProtocolError,
-    RawFrame,
-    check_frame,
-    encode_content,
-    encode_delivery,
-    method_name,
-)
+from api.amqp.wire import FRAME_HEARTBEAT, ProtocolError, RawFrame, check_frame, method_name
 
 __all__ = ["AmqpConnection", "Authenticator", "ConnectionState"]
 

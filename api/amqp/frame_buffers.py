@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pamqp import base
 
-from api.amqp.wire import RawFrame, encode_method, parse_frame
+from api.amqp.frame_encoding import encode_method
+from api.amqp.wire import RawFrame, parse_frame
 
 __all__ = ["Inbox", "Outbox"]
 

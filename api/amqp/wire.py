@@ -1,5 +1,6 @@
 """AMQP 0-9-1 framing on top of pamqp: split a byte buffer into frames, decode
-method and content-header payloads, encode outgoing frames.
+method and content-header payloads (the encoders are in
+:mod:`api.amqp.frame_encoding`).
 
 Theory of operation
 -------------------
@@ -27,30 +28,28 @@ import struct
 from dataclasses import dataclass
 from typing import cast
 
-from pamqp import base, commands, common, decode, encode, header
+from pamqp import base, commands, common, decode, header
 
 from api.amqp.reply_codes import ReplyCode, reply_text
 
 __all__ = [
+    "CONTENT_PREFIX",
     "FRAME_BODY",
     "FRAME_END",
     "FRAME_HEADER",
     "FRAME_HEARTBEAT",
     "FRAME_METHOD",
     "FRAME_OVERHEAD",
+    "FRAME_PREFIX",
     "HEARTBEAT_FRAME",
+    "METHOD_IDS",
     "PROTOCOL_HEADER",
     "ContentHeaderPrefix",
     "ProtocolError",
     "RawFrame",
     "check_frame",
-    "content_frames",
     "decode_content_header",
     "decode_method",
-    "deliver_arguments",
-    "encode_content",
-    "encode_delivery",
-    "encode_method",
     "method_ids",
     "method_name",
     "parse_frame",
@@ -67,9 +66,9 @@ FRAME_OVERHEAD = 8
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 HEARTBEAT_FRAME = struct.pack(">BHI", FRAME_HEARTBEAT, 0, 0) + FRAME_END_BYTES
 
-_FRAME_HEADER = struct.Struct(">BHI")
-_METHOD_IDS = struct.Struct(">HH")
-_CONTENT_PREFIX = struct.Struct(">HHQ")
+FRAME_PREFIX = struct.Struct(">BHI")  # type, channel, payload size
+METHOD_IDS = struct.Struct(">HH")  # class id, method id
+CONTENT_PREFIX = struct.Struct(">HHQ")  # a content header: class id, weight, body size
 _TICKET = struct.Struct(">H")  # as pamqp decodes a short
 _PUBLISH_ID = (commands.Basic.frame_id << 16) | commands.Basic.Publish.frame_id
 _ACK_ARGUMENTS = struct.Struct(">qB")  # delivery-tag (signed, as pamqp reads it), the bits
@@ -116,9 +115,9 @@ def parse_frame(
     ``max_payload`` 0 means no limit. Raises :class:`ProtocolError` (lost sync)
     for an oversized frame or a wrong frame-end octet.
     """
-    if len(buf) - start < _FRAME_HEADER.size:
+    if len(buf) - start < FRAME_PREFIX.size:
         return None
-    frame_type, channel, size = _FRAME_HEADER.unpack_from(buf, start)
+    frame_type, channel, size = FRAME_PREFIX.unpack_from(buf, start)
     if max_payload and size > max_payload:
         raise ProtocolError(
             ReplyCode.FRAME_ERROR,
@@ -126,7 +125,7 @@ def parse_frame(
             f"larger than the negotiated frame_max allows ({max_payload})",
             lost_sync=True,
         )
-    end = start + _FRAME_HEADER.size + size + 1
+    end = start + FRAME_PREFIX.size + size + 1
     if len(buf) < end:
         return None
     if buf[end - 1] != FRAME_END:
@@ -136,7 +135,7 @@ def parse_frame(
             f"0x{buf[end - 1]:02x} instead of the frame-end marker 0xce",
             lost_sync=True,
         )
-    payload = bytes(buf[start + _FRAME_HEADER.size : end - 1])
+    payload = bytes(buf[start + FRAME_PREFIX.size : end - 1])
     return RawFrame(frame_type, channel, payload), end
 
 
@@ -159,9 +158,9 @@ def check_frame(frame: RawFrame) -> None:
 
 def method_ids(payload: bytes) -> tuple[int, int]:
     """Class and method id of a method-frame payload (0, 0 if too short)."""
-    if len(payload) < _METHOD_IDS.size:
+    if len(payload) < METHOD_IDS.size:
         return 0, 0
-    class_id, method_id = _METHOD_IDS.unpack_from(payload)
+    class_id, method_id = METHOD_IDS.unpack_from(payload)
     return int(class_id), int(method_id)
 
 
@@ -172,7 +171,7 @@ def method_name(method: base.Frame | type[base.Frame]) -> str:
     return f"{cls_name.lower()}.{snake}"
 
 
-_ACK_IDS = _METHOD_IDS.pack(commands.Basic.frame_id, commands.Basic.Ack.frame_id)
+_ACK_IDS = METHOD_IDS.pack(commands.Basic.frame_id, commands.Basic.Ack.frame_id)
 
 
 def ack_arguments(payload: bytes) -> tuple[int, bool] | None:
@@ -189,7 +188,7 @@ def ack_arguments(payload: bytes) -> tuple[int, bool] | None:
 
 def decode_method(payload: bytes) -> base.Frame:
     """Decode a method-frame payload into its pamqp command object."""
-    if len(payload) < _METHOD_IDS.size:
+    if len(payload) < METHOD_IDS.size:
         raise ProtocolError(
             ReplyCode.FRAME_ERROR, f"method frame too short ({len(payload)} bytes) for a method id"
         )
@@ -212,7 +211,7 @@ def decode_method(payload: bytes) -> base.Frame:
         )
     method = cls.__new__(cls)
     try:
-        method.unmarshal(payload[_METHOD_IDS.size :])
+        method.unmarshal(payload[METHOD_IDS.size :])
     except Exception as err:  # pamqp's decoders raise many kinds on garbage
         raise ProtocolError(
             ReplyCode.FRAME_ERROR,
@@ -256,12 +255,12 @@ class ContentHeaderPrefix:
 
 def decode_content_header(payload: bytes) -> ContentHeaderPrefix:
     """The fixed 12-byte prefix of a content-header payload (properties not decoded)."""
-    if len(payload) < _CONTENT_PREFIX.size + 2:
+    if len(payload) < CONTENT_PREFIX.size + 2:
         raise ProtocolError(
             ReplyCode.FRAME_ERROR,
             f"content header frame too short ({len(payload)} bytes)",
         )
-    class_id, weight, body_size = _CONTENT_PREFIX.unpack_from(payload)
+    class_id, weight, body_size = CONTENT_PREFIX.unpack_from(payload)
     return ContentHeaderPrefix(int(class_id), int(weight), int(body_size))
 
 
@@ -275,7 +274,7 @@ _PROPERTY_NAMES: tuple[str, ...] = tuple(commands.Basic.Properties.__slots__)
 
 def decode_properties(payload: bytes) -> commands.Basic.Properties:
     """The basic properties of a content-header payload (class 60)."""
-    wire_bytes = payload[_CONTENT_PREFIX.size :]
+    wire_bytes = payload[CONTENT_PREFIX.size :]
     seen = _PROPERTIES_SEEN.get(wire_bytes)
     if seen is not None:
         return _copy_properties(seen)
@@ -312,168 +311,6 @@ def decode_table_body(data: bytes) -> common.FieldTable:
     """Decode a field table given without its 4-byte length prefix (AMQPLAIN)."""
     _, table = decode.field_table(struct.pack(">I", len(data)) + data)
     return table
-
-
-def _frame(frame_type: int, channel: int, payload: bytes) -> bytes:
-    return _FRAME_HEADER.pack(frame_type, channel, len(payload)) + payload + FRAME_END_BYTES
-
-
-def _encode_arguments(method: base.Frame) -> bytes:
-    """pamqp's ``Frame.marshal`` without ``validate()``: same bit packing."""
-    out: list[bytes] = []
-    bits = 0
-    nbits = 0
-    for attribute in method.__slots__:
-        data_type = method.amqp_type(attribute)
-        value = getattr(method, attribute, None)
-        if data_type == "bit":
-            if nbits == 8:
-                out.append(bytes([bits]))
-                bits = nbits = 0
-            bits |= (1 if value else 0) << nbits
-            nbits += 1
-            continue
-        if nbits:
-            out.append(bytes([bits]))
-            bits = nbits = 0
-        out.append(encode.by_type(value, data_type))
-    if nbits:
-        out.append(bytes([bits]))
-    return b"".join(out)
-
-
-_DELIVERY_TAG = struct.Struct(">Q")
-# basic.deliver's arguments around the delivery tag, by (consumer tag, exchange, key):
-# a consumer's deliveries mostly share them.
-_DELIVER_ENDS: dict[tuple[str, str, str], tuple[bytes, bytes]] = {}
-_DELIVER_ENDS_MAX = 4096
-
-
-def _deliver_ends(consumer_tag: object, exchange: object, routing_key: object
-                  ) -> tuple[bytes, bytes] | None:
-    """basic.deliver's arguments before and after the delivery tag and redelivered flag,
-    cached; None when a field is unusual (the generic encoder says what is wrong)."""
-    if not (isinstance(consumer_tag, str) and isinstance(exchange, str)
-            and isinstance(routing_key, str)):
-        return None
-    key = (consumer_tag, exchange, routing_key)
-    ends = _DELIVER_ENDS.get(key)
-    if ends is None:
-        encoded_tag, encoded_exchange = consumer_tag.encode(), exchange.encode()
-        encoded_key = routing_key.encode()
-        if max(len(encoded_tag), len(encoded_exchange), len(encoded_key)) > 255:
-            return None
-        if len(_DELIVER_ENDS) >= _DELIVER_ENDS_MAX:
-            _DELIVER_ENDS.clear()
-        ends = _DELIVER_ENDS[key] = (
-            bytes((len(encoded_tag),)) + encoded_tag,
-            bytes((len(encoded_exchange),)) + encoded_exchange
-            + bytes((len(encoded_key),)) + encoded_key)
-    return ends
-
-
-def deliver_arguments(consumer_tag: object, delivery_tag: object, redelivered: bool,
-                      exchange: object, routing_key: object) -> bytes | None:
-    """basic.deliver's arguments, as `_encode_arguments` would write them (about 8x
-    faster: one per delivery); None when a field is unusual, for the generic path."""
-    ends = _deliver_ends(consumer_tag, exchange, routing_key)
-    if ends is None or not (isinstance(delivery_tag, int) and 0 <= delivery_tag < 1 << 63):
-        return None
-    return b"".join((ends[0], _DELIVERY_TAG.pack(delivery_tag),
-                     b"\x01" if redelivered else b"\x00", ends[1]))
-
-
-def encode_method(channel: int, method: base.Frame) -> bytes:
-    """One method frame. Raises ValueError if an argument cannot be encoded."""
-    try:
-        arguments = None
-        if type(method) is commands.Basic.Deliver:
-            arguments = deliver_arguments(method.consumer_tag, method.delivery_tag,
-                                          bool(method.redelivered), method.exchange,
-                                          method.routing_key)
-        if arguments is None:
-            arguments = _encode_arguments(method)
-    except (TypeError, ValueError, struct.error) as err:
-        raise ValueError(f"cannot encode {method_name(method)}: {err}") from err
-    return _frame(FRAME_METHOD, channel, _METHOD_IDS.pack(*_split_index(method.index)) + arguments)
-
-
-def encode_content(
-    channel: int,
-    method: base.Frame,
-    properties: commands.Basic.Properties | bytes,
-    body: bytes,
-    frame_max: int,
-) -> bytes:
-    """Method frame, content header frame and body frames of at most frame_max - 8 bytes.
-
-    An empty body has no body frame, as in RabbitMQ.
-    """
-    return encode_method(channel, method) + content_frames(channel, properties, body,
-                                                           frame_max)
-
-
-_DELIVER_IDS = _METHOD_IDS.pack(commands.Basic.frame_id, commands.Basic.Deliver.frame_id)
-
-
-def encode_delivery(channel: int, consumer_tag: str, delivery_tag: int, redelivered: bool,
-                    exchange: str, routing_key: str, properties: bytes, body: bytes,
-                    frame_max: int) -> bytes | None:
-    """`encode_content` of a basic.deliver without building pamqp's object (one per
-    delivery); None when a field is unusual (use `encode_content`)."""
-    size = len(body)
-    ends = _deliver_ends(consumer_tag, exchange, routing_key)
-    if (ends is not None and 0 < size <= (frame_max - FRAME_OVERHEAD if frame_max else size)
-            and 0 <= delivery_tag < 1 << 63):
-        # The usual delivery: the three frames in one join (a third faster than below).
-        return b"".join((
-            _FRAME_HEADER.pack(FRAME_METHOD, channel,
-                               len(_DELIVER_IDS) + len(ends[0]) + 9 + len(ends[1])),
-            _DELIVER_IDS, ends[0], _DELIVERY_TAG.pack(delivery_tag),
-            b"\x01" if redelivered else b"\x00", ends[1], FRAME_END_BYTES,
-            _FRAME_HEADER.pack(FRAME_HEADER, channel, _CONTENT_HEADER.size + len(properties)),
-            _CONTENT_HEADER.pack(commands.Basic.frame_id, 0, size), properties,
-            FRAME_END_BYTES, _FRAME_HEADER.pack(FRAME_BODY, channel, size), body,
-            FRAME_END_BYTES))
-    arguments = deliver_arguments(consumer_tag, delivery_tag, redelivered, exchange,
-                                  routing_key)
-    if arguments is None:
-        return None
-    return (_frame(FRAME_METHOD, channel, _DELIVER_IDS + arguments)
-            + content_frames(channel, properties, body, frame_max))
-
-
-def content_frames(channel: int, properties: commands.Basic.Properties | bytes, body: bytes,
-                   frame_max: int) -> bytes:
-    """The content header frame and the body frames of a content method."""
-    if isinstance(properties, bytes):  # already in wire form (flags + property list)
-        head = _CONTENT_HEADER.pack(commands.Basic.frame_id, 0, len(body)) + properties
-    else:
-        try:
-            head = header.ContentHeader(0, len(body), properties).marshal()
-        except (TypeError, ValueError, struct.error) as err:
-            raise ValueError(f"cannot encode the content properties: {err}") from err
-    parts = [_frame(FRAME_HEADER, channel, head)]
-    chunk = frame_max - FRAME_OVERHEAD if frame_max else len(body) or 1
-    if len(body) <= chunk:  # the usual case: one body frame, no copy of the body
-        if body:
-            parts += (_FRAME_HEADER.pack(FRAME_BODY, channel, len(body)), body,
-                      FRAME_END_BYTES)
-        return b"".join(parts)
-    view = memoryview(body)
-    for offset in range(0, len(body), chunk):
-        piece = view[offset : offset + chunk]
-        parts.append(_FRAME_HEADER.pack(FRAME_BODY, channel, len(piece)))
-        parts.append(bytes(piece))
-        parts.append(FRAME_END_BYTES)
-    return b"".join(parts)
-
-
-_CONTENT_HEADER = struct.Struct(">HHQ")  # class id, weight, body size
-
-
-def _split_index(index: int) -> tuple[int, int]:
-    return (index >> 16) & 0xFFFF, index & 0xFFFF
 
 
 def _describe(err: BaseException) -> str:

@@ -10,17 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pamqp import base, commands, frame
 
-from api.amqp.wire import (
-    ProtocolError,
+from api.amqp.frame_encoding import (
     _encode_arguments,
-    decode_method,
     deliver_arguments,
     encode_content,
     encode_delivery,
     encode_method,
-    method_name,
-    parse_frame,
 )
+from api.amqp.wire import ProtocolError, decode_method, method_name, parse_frame
 
 
 def constructible() -> list[base.Frame]:
