@@ -36,6 +36,7 @@ from typing import Any
 import pika  # type: ignore[import-untyped]
 from pika.adapters.select_connection import IOLoop  # type: ignore[import-untyped]
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
 from bench.free_ports import free_port
 
 STAMP = struct.Struct(">Q")  # perf_counter_ns() at publish, first 8 bytes of every body
