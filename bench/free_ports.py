@@ -1,10 +1,13 @@
-"""Ports for the servers a benchmark starts, below the kernel's ephemeral range.
+"""Ports for the servers a benchmark (or a fault test) starts, below the kernel's
+ephemeral range.
 
 A port found free by binding to port 0 comes from the ephemeral range, where
 the kernel also picks the local ports of outgoing connections: between the
 probe and the server's own bind, a connection (one node dialling another) can
 take it, and the server fails with EADDRINUSE. That happened once in about 20
-`cluster_bench.py` runs. Ports below the range are only ever taken by a bind.
+`cluster_bench.py` runs, and the nemesis tests' restarted nodes met it too (a
+proxy dialing a down node connected to itself on its port). Ports below the
+range are only ever taken by a bind.
 """
 
 from __future__ import annotations

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +15,7 @@ from typing import Any
 import httpx
 import pika
 
+from bench import free_ports
 from tests.integration.cluster.tcp_proxy import TcpProxy
 from tests.integration.conftest import free_port, wait_for
 
@@ -91,32 +90,6 @@ class Node:
             "127.0.0.1", self.amqp_port, blocked_connection_timeout=10, socket_timeout=10))
 
 
-_PORTS_TAKEN: set[int] = set()
-
-
-def stable_port(low: int = 20000, high: int = 32000) -> int:
-    """A free 127.0.0.1 port below Linux's ephemeral range (32768-60999 by default).
-
-    A node restarted on a `free_port()` port can find it taken meanwhile: any
-    outgoing connection may get it as its source port (a proxy dialing the down
-    node can even connect to itself on it). Ports below the range are never handed
-    out that way.
-    """
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randrange(low, high)
-        if port in _PORTS_TAKEN:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _PORTS_TAKEN.add(port)
-        return port
-    return free_port()
-
-
 def make_node(base: Path, name: str, peers: str, secret_file: Path, ports: dict[str, int],
               *extra: str) -> Node:
     data_dir = base / name
@@ -172,7 +145,11 @@ def running_proxied_cluster(base: Path, names: tuple[str, ...] = NAMES
     secret_file = base / "secret"
     secret_file.write_text("integration-test-secret\n")
     secret_file.chmod(0o600)
-    ports = {name: {"amqp": stable_port(), "http": stable_port(), "cluster": stable_port()}
+    # Below the ephemeral range: a restarted node's port can otherwise be taken meanwhile
+    # as an outgoing connection's source port (a proxy dialing the down node can even
+    # connect to itself on it).
+    ports = {name: {"amqp": free_ports.free_port(), "http": free_ports.free_port(),
+                    "cluster": free_ports.free_port()}
              for name in names}
     proxies: dict[tuple[str, str], TcpProxy] = {}
     nodes: list[Node] = []
