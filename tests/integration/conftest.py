@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,15 +20,17 @@ from typing import TypeVar
 import httpx
 import pytest
 
+from bench import free_ports
+
 START_TIMEOUT_S = 20.0
 T = TypeVar("T")
 STOP_TIMEOUT_S = 10.0
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port below the ephemeral range, where no outgoing connection can take it
+    before the broker binds it (bench/free_ports.py)."""
+    return free_ports.free_port()
 
 
 @dataclass

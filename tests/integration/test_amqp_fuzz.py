@@ -26,6 +26,7 @@ import pytest
 from pamqp import commands, frame, header
 
 from api.amqp.reply_codes import ReplyCode
+from bench.free_ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -34,12 +35,6 @@ FRAMES_TOTAL = 10_000
 FRAMES_PER_CONNECTION = 40
 SEED = 20261122
 VALID_CODES = {code.value for code in ReplyCode}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ others (`RemoteQueue` on the client's node, `QueueHost` on the leader).
 import asyncio
 import contextlib
 import os
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 from pamqp import commands
 
+from bench.free_ports import free_port
 from logbroker import consuming, definitions
 from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig, Session
@@ -52,19 +52,6 @@ class RecordingSink:
 
     def credit(self) -> int | None:
         return None
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 async def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
@@ -107,7 +94,7 @@ def shell_of(node: ClusterNode, queue: str) -> QueueShell:
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[dict[str, ClusterNode]]:
-    ports = free_ports(len(NAMES))
+    ports = [free_port() for _ in NAMES]
     peers = tuple(PeerAddress(name, "127.0.0.1", port) for name, port in zip(NAMES, ports,
                                                                             strict=True))
     nodes = {}
