@@ -50,7 +50,6 @@ from logbroker.cluster.remote_flow import HoldAnnouncer
 from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
 from logbroker.message import Message
 from logbroker.queue.consumers import Consumer
-from logbroker.queue.message_meta import NO_EXPIRY
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.queue.replication_gate import GateFenced
 from segments.record_batch import LogRecord, Record
@@ -325,8 +324,7 @@ class QueueHost:
             if shell is None:
                 return None
             sink.shells[queue] = shell
-        expires = shell.core.meta(offset).expires_at_ms
-        return None if expires == NO_EXPIRY else max(0, expires - shell.clock())
+        return shell.ttl_left_ms(offset)
 
     def _sink(self, peer: str, remote_key: str) -> ForwardedSink:
         sink = self._sinks.get((peer, remote_key))

@@ -394,11 +394,9 @@ class QueueShell:
             tag = effect.consumer_tag or ""
             record_sink = self._record_sinks.get(tag)
             if record_sink is not None:
-                expires_at_ms = self.core.expires_at_ms(effect.offset)
                 record_sink.deliver_record(
                     self.name, effect.consumer_tag, effect.offset, effect.redelivered,
-                    self._records.record_at(effect.offset),
-                    None if expires_at_ms == NO_EXPIRY else max(0, expires_at_ms - self.clock()))
+                    self._records.record_at(effect.offset), self.ttl_left_ms(effect.offset))
                 return
             sink = self._sinks.get(tag)
             if sink is not None:
@@ -443,6 +441,12 @@ class QueueShell:
         self.counters.delivered += 1
         if redelivered:
             self.counters.redelivered += 1
+
+    def ttl_left_ms(self, offset: int) -> int | None:
+        """Milliseconds until the message at `offset` expires here (None: never): a
+        duration, so another node can tell expiry without comparing clocks."""
+        expires_at_ms = self.core.expires_at_ms(offset)
+        return None if expires_at_ms == NO_EXPIRY else max(0, expires_at_ms - self.clock())
 
     def message_at(self, offset: int) -> Message:
         return Message.from_record(self._records.record_at(offset))
