@@ -19,7 +19,9 @@ same epoch, carries on, and the acks it held meanwhile count then (dropping
 them would leave their messages unacked on a live channel forever).
 
 Invariants: confirms resolve in offset order, never above the high
-watermark; a fenced gate stays fenced (the shell closes soon after).
+watermark, and never while the in-sync set is smaller than `min-in-sync`
+(those are nacked: the high watermark passed them with too few copies); a
+fenced gate stays fenced (the shell closes soon after).
 """
 
 from __future__ import annotations
@@ -116,10 +118,9 @@ class ReplicationGate:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         if self.fenced is not None:
             future.set_exception(GateFenced(self.fenced))
-        elif next_offset <= self.high_watermark:
-            future.set_result(base_offset)
         else:
             self._confirms.append((next_offset, future, base_offset))
+            self._release(self.high_watermark)
         return future
 
     def acks_grew(self, ack_floor: int) -> None:
@@ -166,10 +167,22 @@ class ReplicationGate:
                 self.on_high_watermark(after)
 
     def _release(self, high_watermark: int) -> None:
+        """Settle the confirms below `high_watermark`: confirmed if the in-sync set they
+        were counted over is as large as the queue needs; nacked otherwise (Kafka's
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND), since the high watermark then passed them
+        with fewer copies than `min-in-sync` promises. A nacked message stays in the
+        log and may be delivered: the publisher learns only that it is not confirmed."""
+        if not self._confirms or self._confirms[0][0] > high_watermark:
+            return
+        refusal = self.leader.publish_refusal()
         while self._confirms and self._confirms[0][0] <= high_watermark:
             _, future, base_offset = self._confirms.popleft()
-            if not future.done():
+            if future.done():
+                continue
+            if refusal is None:
                 future.set_result(base_offset)
+            else:
+                future.set_exception(NotEnoughReplicas(refusal))
 
     def close(self, reason: str) -> None:
         self.fence(reason)
@@ -177,3 +190,8 @@ class ReplicationGate:
 
 class GateFenced(Exception):
     """The queue's leadership moved on: the publish is not confirmed here."""
+
+
+class NotEnoughReplicas(Exception):
+    """The publish reached the high watermark while the in-sync set was smaller than
+    the queue's `min-in-sync`: written, but not confirmed."""

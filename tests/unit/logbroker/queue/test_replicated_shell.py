@@ -12,7 +12,7 @@ from logbroker.message import Message
 from logbroker.queue.queue_core import Admission, QueueLimits
 from logbroker.queue.queue_shell import QueueSettings, QueueShell
 from logbroker.queue.replica_setup import ReplicaSetup
-from logbroker.queue.replication_gate import GateFenced, ReplicationGate
+from logbroker.queue.replication_gate import GateFenced, NotEnoughReplicas, ReplicationGate
 from segments.memory_filesystem import MemoryFileSystem
 
 SETTINGS = QueueSettings(vhost="/", name="q", durable=True, limits=QueueLimits())
@@ -62,6 +62,38 @@ async def test_messages_are_ready_and_confirmed_only_below_the_high_watermark() 
     fetch(gate, "n3", 3)
     await asyncio.sleep(0)
     assert all(c.done() for c in confirms) and drain(shell) == [(2, False)]
+    await shell.close()
+
+
+@pytest.mark.asyncio
+async def test_publishes_the_high_watermark_passes_with_too_few_in_sync_replicas_are_nacked(
+) -> None:
+    shell = QueueShell.open(SETTINGS, MemoryFileSystem(), "/q",
+                            ReplicaSetup("n1", 1, MEMBERS, MEMBERS))
+    gate = shell.replication
+    assert gate is not None
+    confirms = await write(shell, 3)
+    fetch(gate, "n2", 1)
+    fetch(gate, "n3", 1)
+    await asyncio.sleep(0)
+    assert [c.done() for c in confirms] == [True, False, False]  # m0 has three copies
+    # n2 and n3 fall behind and leave the in-sync set: the high watermark jumps to
+    # the leader's end, with one copy where the queue needs two (a majority of three).
+    gate.moved(lambda: gate.leader.in_sync_committed(("n1",)))
+    await asyncio.sleep(0)
+    assert confirms[0].result() == 0
+    for confirm in confirms[1:]:
+        with pytest.raises(NotEnoughReplicas, match="only 1 of the 2 in-sync replicas"):
+            confirm.result()
+    assert drain(shell) == [(0, False), (1, False), (2, False)]  # written: deliverable
+    # n2 catches up and is back: a new publish is confirmed as usual.
+    fetch(gate, "n2", 3)
+    gate.moved(lambda: gate.leader.in_sync_committed(("n1", "n2")))
+    [later] = await write(shell, 1)
+    assert not later.done()
+    fetch(gate, "n2", 4)
+    await asyncio.sleep(0)
+    assert later.result() == 3
     await shell.close()
 
 
