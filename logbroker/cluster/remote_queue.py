@@ -116,6 +116,11 @@ class RemoteQueue:
         except BaseException:
             registry.give_back(forwarded)
             raise
+        if registry.sinks.get(sink.channel_key) is not sink:
+            # The channel closed while B registered the consumer; B dropped it when the
+            # close came after the consume. Nothing here may keep the channel's state.
+            registry.give_back(forwarded)
+            return
         # The caller registers the tag with its channel before this loop turn ends.
         forwarded.ready = True
         registry.grant_window(self._node, sink.channel_key)

@@ -166,3 +166,36 @@ async def test_full_buffers_of_slow_consumers_do_not_starve_another_on_their_cha
                             prefetch_count=20)
     await wait_for(lambda: sum(d[1] == "late" for d in sink.deliveries) == 20,
                    "the late consumer's share")
+
+
+async def test_a_channel_closed_during_its_forwarded_consume_leaves_nothing_behind(
+    cluster: dict[str, ClusterNode], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    b, c = cluster["b"], cluster["c"]
+    shell = await _queue_on_a(cluster, "early-close")
+    registry = c.remote_queues
+    real_call = registry.call
+
+    async def close_while_asking(node: str, op: str, header: dict[str, object]) -> Envelope:
+        answer = asyncio.ensure_future(real_call(node, op, header))
+        if op == "q.consume":
+            await asyncio.sleep(0)  # the consume is on its way to a...
+            consuming.channel_closed(c.broker, "/", "conn-c:6", {"early-close"})  # ...closed
+        return await answer
+
+    monkeypatch.setattr(registry, "call", close_while_asking)
+    first = RecordingSink("conn-c:6")
+    await consuming.consume(c.broker, session(c), "early-close", first, consumer_tag="t1",
+                            prefetch_count=5)
+    monkeypatch.undo()
+    await wait_for(lambda: shell.core.consumer_count == 0, "a dropping the consumer")
+    assert registry.consumers.matching(channel_key="conn-c:6") == []
+    # The client reopens the channel (pika reuses its number): the new consumer gets
+    # a window from a and its messages, as on any fresh channel.
+    again = RecordingSink("conn-c:6")
+    await consuming.consume(c.broker, session(c), "early-close", again, consumer_tag="t2",
+                            prefetch_count=5)
+    assert await publish(b.broker, "early-close", persistent(b"after"))
+    await wait_for(lambda: [d[4].body for d in again.deliveries] == [b"after"],
+                   "the delivery on the reopened channel")
+    assert first.deliveries == []
