@@ -66,6 +66,11 @@ WINDOW = 512  # deliveries in flight per forwarded channel
 REQUEUE_GRACE_S = 0.25
 
 
+def forwarded_channel_prefix(node: str) -> str:
+    """Channel keys here of the channels `node` forwards (its key follows the prefix)."""
+    return f"{node}|"
+
+
 @dataclass
 class ForwardedSink:
     """The `DeliverySink` of consumers registered from another node's channel."""
@@ -81,7 +86,7 @@ class ForwardedSink:
 
     @property
     def channel_key(self) -> str:
-        return f"{self.node}|{self.remote_key}"
+        return forwarded_channel_prefix(self.node) + self.remote_key
 
     def deliver(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
                 message: Message) -> None:
@@ -251,7 +256,12 @@ class QueueHost:
         shell = self.node.broker.queue(str(header["v"]), str(header["q"]))
         if shell is None:
             return  # deleted meanwhile: nothing to settle
-        offsets = [int(offset) for offset in header["o"]]
+        # A settle from before a broken link can come after the message was requeued
+        # and delivered to someone else: it must not settle that delivery.
+        offsets = shell.core.held_by_channels([int(o) for o in header["o"]],
+                                              forwarded_channel_prefix(peer))
+        if not offsets:
+            return
         if header["ack"]:
             shell.ack(offsets)
         else:

@@ -380,6 +380,15 @@ class QueueCore:
     def unacked_of(self, channel_key: str) -> list[int]:
         return sorted(o for o, owner in self._unacked.items() if owner.channel_key == channel_key)
 
+    def held_by_channels(self, offsets: Iterable[int], channel_key_prefix: str) -> list[int]:
+        """Those of `offsets` unacked on a channel whose key starts with the prefix (the
+        channels another node forwards here): a settle from that node counts for them
+        only, never for a delivery the message went to after its channel let it go."""
+        unacked = self._unacked
+        return [offset for offset in offsets
+                if (owner := unacked.get(offset)) is not None
+                and owner.channel_key.startswith(channel_key_prefix)]
+
     def _release(self, offset: int) -> bool:
         owner = self._unacked.pop(offset, None)
         if owner is None:

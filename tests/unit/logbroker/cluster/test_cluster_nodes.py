@@ -320,3 +320,48 @@ async def test_a_broken_link_requeues_what_the_channel_held_only_after_a_grace(
     shell.add_consumer(consumer, local)
     await wait_for(lambda: bool(local.deliveries), "the redelivery", timeout_s=2.0)
     assert [(d[2], d[3]) for d in local.deliveries] == [(0, True)]  # flagged
+
+
+def _settle_from(node: ClusterNode, sender: str, queue: str, offsets: list[int]) -> None:
+    _inject(node, sender, bytes([NOTICE]) + encode_envelope(Envelope(
+        "q.settle", {"v": "/", "q": queue, "o": offsets, "ack": True})))
+
+
+async def test_an_ack_from_before_a_broken_link_never_settles_a_later_delivery(
+    cluster: dict[str, ClusterNode],
+) -> None:
+    """c's client acks what it got before the link broke, after a requeued it and
+    delivered it to another consumer: that consumer's delivery stays unacked (its
+    prefetch holds), and only its own ack settles it."""
+    from logbroker.cluster.queue_host import REQUEUE_GRACE_S
+
+    a, b = cluster["a"], cluster["b"]
+    shell = await _consumed_from_c(a, b, "stale", "conn-c:8", 10**15 + 3)
+    assert await publish(a.broker, "stale", persistent(b"once"))
+    await wait_for(lambda: shell.core.unacked_count == 1, "the delivery to c")
+    a.queue_host.peer_down("c")
+    await asyncio.sleep(REQUEUE_GRACE_S + 0.05)
+    local = RecordingSink("conn-a:2")
+    shell.add_consumer(Consumer("local", "conn-a:2", prefetch_count=1), local)
+    await wait_for(lambda: bool(local.deliveries), "the redelivery", timeout_s=2.0)
+    _settle_from(a, "c", "stale", [0])  # the link is back; c's client acks its copy
+    await asyncio.sleep(0.05)
+    assert shell.core.unacked_of("conn-a:2") == [0]  # still the local consumer's
+    shell.ack([0])
+    assert shell.core.unacked_count == 0 and shell.core.message_count == 0
+
+
+async def test_an_ack_during_the_requeue_grace_still_counts(
+    cluster: dict[str, ClusterNode],
+) -> None:
+    from logbroker.cluster.queue_host import REQUEUE_GRACE_S
+
+    a, b = cluster["a"], cluster["b"]
+    shell = await _consumed_from_c(a, b, "graced", "conn-c:10", 10**15 + 4)
+    assert await publish(a.broker, "graced", persistent(b"acked in time"))
+    await wait_for(lambda: shell.core.unacked_count == 1, "the delivery to c")
+    a.queue_host.peer_down("c")
+    _settle_from(a, "c", "graced", [0])  # its client acked before a requeued it
+    await wait_for(lambda: shell.core.unacked_count == 0, "the ack on a")
+    await asyncio.sleep(REQUEUE_GRACE_S + 0.05)
+    assert shell.core.message_count == 0  # settled, so never redelivered

@@ -37,6 +37,17 @@ def test_fifo_delivery_respects_prefetch_and_acks_settle() -> None:
     assert delivered(core.pump(0)) == [(2, "c1", False)]
 
 
+def test_held_by_channels_picks_the_offsets_a_forwarding_nodes_channels_hold() -> None:
+    core = QueueCore(QueueLimits())
+    fill(core, 4)
+    core.add_consumer(Consumer("far", "c|conn-c:1", prefetch_count=2), now_ms=0)
+    assert delivered(core.pump(0)) == [(0, "far", False), (1, "far", False)]
+    core.add_consumer(Consumer("near", "conn-a:1", prefetch_count=1), now_ms=0)
+    assert delivered(core.pump(0)) == [(2, "near", False)]
+    assert core.held_by_channels([0, 1, 2, 3, 9], "c|") == [0, 1]
+    assert core.held_by_channels([0, 2], "b|") == []
+
+
 def test_requeued_message_keeps_its_place_and_is_flagged_redelivered() -> None:
     core = QueueCore(QueueLimits())
     fill(core, 4)
