@@ -32,9 +32,13 @@ from pamqp import base, commands
 
 from api.amqp.content_assembler import ContentAssembler, MessageTooLarge
 from api.amqp.events import Acks, ChannelClosed, ChannelMethod, ChannelOpened, Event, Publish
-from api.amqp.frame_buffers import Outbox
+from api.amqp.frame_buffers import Inbox, Outbox
 from api.amqp.reply_codes import ReplyCode, reply_text, truncate_shortstr
 from api.amqp.wire import (
+    ACK_FRAME,
+    ACK_FRAME_SIZE,
+    ACK_PAYLOAD_SIZE,
+    FRAME_END,
     FRAME_METHOD,
     ProtocolError,
     RawFrame,
@@ -104,6 +108,7 @@ MACHINE_ONLY_METHODS: frozenset[type[base.Frame]] = frozenset(
 )
 
 _BASIC, _PUBLISH = commands.Basic.frame_id, commands.Basic.Publish.frame_id
+_ACK = commands.Basic.Ack.frame_id
 _CLOSE_IDS = (commands.Channel.frame_id, commands.Channel.Close.frame_id)
 _CLOSE_OK_IDS = (commands.Channel.frame_id, commands.Channel.CloseOk.frame_id)
 
@@ -199,6 +204,29 @@ class ChannelTable:
             self._events.append(ChannelOpened(number))
             return
         self._method(channel, method)
+
+    def take_acks(self, inbox: Inbox) -> None:
+        """Take the basic.ack frames that follow, in a row, the one `handle_frame` just
+        made an `Acks` event of, reading them in place: one unpack each instead of a
+        frame object, a check and a dispatch. Stops at anything else (a frame of
+        another kind, an ack on another channel, a torn frame), which the frame-by-frame
+        path then reads, errors included."""
+        acks = self._events[-1] if self._events else None
+        if type(acks) is not Acks:
+            return
+        number, run = acks.channel, acks.acks
+        buffer, position = inbox.unread()
+        start, end = position, len(buffer)
+        unpack_from = ACK_FRAME.unpack_from
+        while end - position >= ACK_FRAME_SIZE:
+            kind, channel, size, class_id, method_id, tag, bits, frame_end = unpack_from(
+                buffer, position)
+            if (channel != number or kind != FRAME_METHOD or size != ACK_PAYLOAD_SIZE
+                    or class_id != _BASIC or method_id != _ACK or frame_end != FRAME_END):
+                break
+            run.append((tag, bits & 1 != 0))
+            position += ACK_FRAME_SIZE
+        inbox.skip(position - start)
 
     def _content(self, channel: ChannelState, frame: RawFrame) -> None:
         try:

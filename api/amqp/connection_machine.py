@@ -343,6 +343,7 @@ class AmqpConnection:
             self._apply(self._handshake.method_frame(self._state, frame))
         elif self._state is ConnectionState.OPEN:
             self._channels.handle_frame(frame)
+            self._channels.take_acks(self._inbox)  # the rest of a run of acks, if any
         else:
             raise ProtocolError(
                 ReplyCode.UNEXPECTED_FRAME,

@@ -39,6 +39,11 @@ class Inbox:
         frame, self._pos = parsed
         return frame
 
+    def unread(self) -> tuple[bytearray, int]:
+        """The buffer and where its unread bytes start (for a reader that scans in place;
+        it reports what it took with `skip`)."""
+        return self._buffer, self._pos
+
     def compact(self) -> None:
         """Free the consumed bytes."""
         if self._pos:

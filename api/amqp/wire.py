@@ -72,6 +72,10 @@ CONTENT_PREFIX = struct.Struct(">HHQ")  # a content header: class id, weight, bo
 _TICKET = struct.Struct(">H")  # as pamqp decodes a short
 _PUBLISH_ID = (commands.Basic.frame_id << 16) | commands.Basic.Publish.frame_id
 _ACK_ARGUMENTS = struct.Struct(">qB")  # delivery-tag (signed, as pamqp reads it), the bits
+# A whole basic.ack frame: type, channel, size, class, method, delivery-tag, bits, frame-end.
+ACK_FRAME = struct.Struct(">BHIHHqBB")
+ACK_FRAME_SIZE = ACK_FRAME.size  # 21
+ACK_PAYLOAD_SIZE = ACK_FRAME_SIZE - FRAME_PREFIX.size - 1
 
 
 class ProtocolError(Exception):

@@ -99,6 +99,29 @@ def test_acks_in_a_row_on_a_channel_become_one_event() -> None:
     assert events[3:] == [Acks(1, [(6, False)])]
 
 
+def test_a_long_run_of_acks_split_across_reads_is_read_whole_and_in_order() -> None:
+    client = open_client()
+    client.open_channels([1])
+    data = b"".join(marshal(1, commands.Basic.Ack(delivery_tag=tag, multiple=tag % 50 == 0))
+                    for tag in range(1, 201))
+    cut = len(data) - 7  # the last ack torn by the read
+    first = client.feed(data[:cut])
+    assert first == [Acks(1, [(tag, tag % 50 == 0) for tag in range(1, 200)])]
+    assert client.feed(data[cut:]) == [Acks(1, [(200, True)])]
+
+
+def test_a_damaged_frame_inside_a_run_of_acks_is_still_a_frame_error() -> None:
+    client = open_client()
+    client.open_channels([1])
+    broken = bytearray(marshal(1, commands.Basic.Ack(delivery_tag=2)))
+    broken[-1] = 0x00  # not the frame-end octet
+    events = client.feed(marshal(1, commands.Basic.Ack(delivery_tag=1)) + bytes(broken))
+    assert events[0] == Acks(1, [(1, False)])
+    failed = events[1]
+    assert isinstance(failed, ConnectionFailed) and failed.reply_code == 501
+    assert "instead of the frame-end marker" in failed.reply_text
+
+
 def test_a_run_of_acks_is_not_extended_once_the_broker_took_it() -> None:
     client = open_client()
     client.open_channels([1])
