@@ -23,6 +23,8 @@ every consumer it creates, so queues push basic.deliver through it.
   socket, so a queue with a deep backlog and a consumer without prefetch does
   not read the backlog into memory in one pump (no-ack consumers excepted:
   the queue core gives them no credit limit).
+* Acks, nacks, rejects, recover and tx.* are :mod:`api.amqp.channel_settlement`
+  (a mixin of this class).
 * Transactions buffer publishes and settlements (:mod:`api.amqp.channel_tx`);
   tx.commit starts the publishes, settles, and answers commit-ok once the
   publishes are durable. Until then the channel's later methods wait in a
@@ -53,8 +55,9 @@ from typing import Any
 from pamqp import base, commands
 
 from api.amqp.channel_definitions import DEFINITION_METHODS, ChannelDefinitions
+from api.amqp.channel_settlement import ChannelEvent, ChannelSettlement
 from api.amqp.channel_table import frame_ids
-from api.amqp.channel_tx import Settlement, Transaction, apply_settlement, settles_durable
+from api.amqp.channel_tx import Transaction
 from api.amqp.connection_context import ConnectionContext
 from api.amqp.delivery_tags import DeliveryTags, Unacked, UnknownDeliveryTag
 from api.amqp.direct_reply import PSEUDO_QUEUE, ReplyEndpoint
@@ -80,10 +83,9 @@ FLOW_BATCH = 64  # deliveries per channel between two socket flushes
 _UNORDERED: frozenset[type[base.Frame]] = frozenset(
     {commands.Basic.Ack, commands.Basic.Nack, commands.Basic.Reject}
 )
-ChannelEvent = ChannelMethod | Acks | Publish
 
 
-class ChannelSession:
+class ChannelSession(ChannelSettlement):
     """The broker side of channel ``number`` (implements ``DeliverySink``)."""
 
     def __init__(
@@ -321,46 +323,6 @@ class ChannelSession:
         if not method.nowait:
             self._send(commands.Confirm.SelectOk())
 
-    def _tx_select(self, _method: commands.Tx.Select) -> None:
-        if self._pipeline.confirming:
-            raise BrokerError(PRECONDITION_FAILED, "cannot switch from confirm to tx mode")
-        if self._tx is None:
-            self._tx = Transaction()
-        self._send(commands.Tx.SelectOk())
-
-    def _tx_commit(self, method: commands.Tx.Commit) -> None:
-        publishes, settlements = self._transaction().take()
-        touched = [endpoint for settlement in settlements for endpoint in self._settle(settlement)]
-        settled = asyncio.ensure_future(settles_durable(touched))
-        # Retrieved even if the channel closes first and the barrier never runs.
-        settled.add_done_callback(_retrieve_outcome)
-        for message, mandatory in publishes:
-            self._pipeline.submit(message, mandatory)
-        self._backlog = deque()  # later requests wait for commit-ok
-        self._pipeline.barrier(lambda all_confirmed: settled.add_done_callback(
-            partial(self._committed, method, all_confirmed)))
-
-    def _committed(self, method: commands.Tx.Commit, all_confirmed: bool,
-                   settled: asyncio.Future[None]) -> None:
-        if self.closed:
-            return  # nobody left to tell
-        if not all_confirmed or settled.cancelled() or settled.exception() is not None:
-            self.fail(BrokerError(PRECONDITION_FAILED, "partial tx completion"), method)
-            return
-        self._send(commands.Tx.CommitOk())
-        self._release_backlog()
-
-    def _tx_rollback(self, _method: commands.Tx.Rollback) -> None:
-        _publishes, settlements = self._transaction().take()
-        for settlement in settlements:
-            self._tags.restore(settlement.deliveries)
-        self._send(commands.Tx.RollbackOk())
-
-    def _transaction(self) -> Transaction[QueueEndpoint]:
-        if self._tx is None:
-            raise BrokerError(PRECONDITION_FAILED, "channel is not transactional")
-        return self._tx
-
     # -- consuming -------------------------------------------------------------------
 
     def _qos(self, method: commands.Basic.Qos) -> None:
@@ -437,59 +399,6 @@ class ChannelSession:
         ctx.machine.send_content(self.number, reply, message.encoded_properties(), message.body)
         ctx.notify_output()
 
-    # -- settlement ------------------------------------------------------------------
-
-    def _ack(self, method: commands.Basic.Ack) -> None:
-        self._ack_run([(method.delivery_tag, method.multiple)])
-
-    def _ack_run(self, acks: list[tuple[int, bool]]) -> None:
-        """basic.acks in a row, in order; an unknown tag closes the channel there, as
-        its own ack would have."""
-        tags, tx, gathered = self._tags, self._tx, self._acks
-        for delivery_tag, multiple in acks:
-            try:
-                taken = tags.take(delivery_tag, multiple)
-            except UnknownDeliveryTag as err:
-                self.fail(BrokerError(PRECONDITION_FAILED, str(err)),
-                          commands.Basic.Ack(delivery_tag, multiple))
-                return
-            if tx is not None:
-                tx.settlements.append(Settlement(taken, ack=True))
-            else:
-                gathered.add(taken)  # settled with the read's other acks (pending_acks.py)
-
-    def _nack(self, method: commands.Basic.Nack) -> None:
-        taken = self._tags.take(method.delivery_tag, method.multiple)
-        self._settle_or_hold(Settlement(taken, ack=False, requeue=method.requeue))
-
-    def _reject(self, method: commands.Basic.Reject) -> None:
-        taken = self._tags.take(method.delivery_tag or 0, multiple=False)
-        self._settle_or_hold(Settlement(taken, ack=False, requeue=method.requeue))
-
-    def _recover(self, method: commands.Basic.Recover | commands.Basic.RecoverAsync) -> None:
-        if not method.requeue:
-            raise BrokerError(NOT_IMPLEMENTED, "requeue=false")
-        self._settle(Settlement(self._tags.take_all(), ack=False, requeue=True))
-        if isinstance(method, commands.Basic.Recover):
-            self._send(commands.Basic.RecoverOk())
-
-    def _settle_or_hold(self, settlement: Settlement[QueueEndpoint]) -> None:
-        if self._tx is not None:
-            self._tx.settlements.append(settlement)
-        else:
-            self._settle(settlement)
-
-    def _settle(self, settlement: Settlement[QueueEndpoint]) -> list[QueueEndpoint]:
-        settled = apply_settlement(self._ctx.broker, self._ctx.session.vhost, settlement)
-        if self._global_prefetch:
-            self.resume()  # channel credit grew for every queue we consume from
-        return settled
-
     def _send(self, method: base.Frame) -> None:
         self._ctx.machine.send_method(self.number, method)
         self._ctx.notify_output()
-
-
-def _retrieve_outcome(future: asyncio.Future[None]) -> None:
-    if not future.cancelled():
-        future.exception()
