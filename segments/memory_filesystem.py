@@ -39,26 +39,13 @@ import posixpath
 import random
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from segments.errors import DataDirLockedError
+from segments.memory_inode import Directory, Inode, Link, NamespaceOp, Rename, apply_content
 
 if TYPE_CHECKING:
     from segments.filesystem import FileSystem
-
-# An append (the bytes written) or a truncation (the new size).
-_ContentOp = bytes | int
-
-
-def _apply_content(buffer: bytearray, op: _ContentOp) -> None:
-    if isinstance(op, bytes):
-        buffer += op
-    elif op <= len(buffer):
-        del buffer[op:]
-    else:
-        buffer.extend(bytes(op - len(buffer)))
-
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -79,69 +66,10 @@ def _error(error_type: type[OSError], code: int, path: str) -> OSError:
     return error_type(code, os.strerror(code), path)
 
 
-@dataclass(eq=False)
-class _Inode:
-    current: bytearray = field(default_factory=bytearray)
-    durable: bytearray = field(default_factory=bytearray)
-    pending: list[_ContentOp] = field(default_factory=list)
-    # Only linked inodes count against the capacity.
-    linked: bool = True
-
-    def sync(self) -> None:
-        for op in self.pending:
-            _apply_content(self.durable, op)
-        self.pending.clear()
-
-    def recover(self, rng: random.Random | None) -> None:
-        """Replace the current content by what a power loss leaves on disk."""
-        if rng is not None and self.pending:
-            kept = self.pending[: rng.randint(0, len(self.pending))]
-            last = kept[-1] if kept else None
-            # Half of the time the last write completes, so crashes also land
-            # cleanly between writes rather than almost always inside one.
-            if isinstance(last, bytes) and last and rng.randrange(2):
-                kept[-1] = last[: rng.randrange(len(last))]
-            for op in kept:
-                _apply_content(self.durable, op)
-        self.pending.clear()
-        self.current = bytearray(self.durable)
-
-
-@dataclass(eq=False)
-class _Link:
-    """Create `name` (inode set) or remove it (inode None)."""
-
-    seq: int
-    directory: str
-    name: str
-    inode: _Inode | None
-
-
-@dataclass(eq=False)
-class _Rename:
-    seq: int
-    source_dir: str
-    source_name: str
-    destination_dir: str
-    destination_name: str
-    inode: _Inode
-
-
-_NamespaceOp = _Link | _Rename
-
-
-@dataclass(eq=False)
-class _Directory:
-    current: dict[str, _Inode] = field(default_factory=dict)
-    durable: dict[str, _Inode] = field(default_factory=dict)
-    pending: list[_NamespaceOp] = field(default_factory=list)
-    subdirs: set[str] = field(default_factory=set)
-
-
 class MemoryFileHandle:
     """A handle on an inode; it keeps working after the file is removed, like POSIX."""
 
-    def __init__(self, fs: MemoryFileSystem, inode: _Inode, path: str) -> None:
+    def __init__(self, fs: MemoryFileSystem, inode: Inode, path: str) -> None:
         self._fs = fs
         self._inode = inode
         self._path = path
@@ -157,7 +85,7 @@ class MemoryFileHandle:
     def _guard(self) -> threading.RLock:
         return self._fs._guard
 
-    def _live(self) -> _Inode:
+    def _live(self) -> Inode:
         if self._closed or self._epoch != self._fs._epoch:
             raise ValueError(f"I/O operation on closed file {self._path}")
         return self._inode
@@ -215,7 +143,7 @@ class MemoryFileSystem:
         self._used = 0
         self._epoch = 0
         self._seq = 0
-        self._dirs: dict[str, _Directory] = {"/": _Directory(), ".": _Directory()}
+        self._dirs: dict[str, Directory] = {"/": Directory(), ".": Directory()}
         self._locks: dict[str, MemoryDirectoryLock] = {}
         self.fail_sync = False
         """When set, `handle.sync()` and `sync_dir` raise EIO and make nothing durable."""
@@ -226,9 +154,9 @@ class MemoryFileSystem:
         parent_path, parent, name = self._locate(path)
         inode = parent.current.get(name)
         if inode is None:
-            inode = _Inode()
+            inode = Inode()
             parent.current[name] = inode
-            parent.pending.append(_Link(self._next_seq(), parent_path, name, inode))
+            parent.pending.append(Link(self._next_seq(), parent_path, name, inode))
         return MemoryFileHandle(self, inode, path)
 
     @_serialised
@@ -259,7 +187,7 @@ class MemoryFileSystem:
         name = posixpath.basename(path)
         if name in parent.current:
             raise _error(FileExistsError, errno.EEXIST, path)
-        self._dirs[path] = _Directory()
+        self._dirs[path] = Directory()
         parent.subdirs.add(name)
 
     @_serialised
@@ -270,7 +198,7 @@ class MemoryFileSystem:
         if inode is None:
             raise _error(FileNotFoundError, errno.ENOENT, path)
         self._unlink(inode)
-        parent.pending.append(_Link(self._next_seq(), parent_path, name, None))
+        parent.pending.append(Link(self._next_seq(), parent_path, name, None))
 
     @_serialised
     def rename(self, source: str, destination: str) -> None:
@@ -286,7 +214,7 @@ class MemoryFileSystem:
             self._unlink(replaced)
         del source_dir.current[source_name]
         target_dir.current[target_name] = inode
-        op = _Rename(self._next_seq(), source_path, source_name, target_path, target_name, inode)
+        op = Rename(self._next_seq(), source_path, source_name, target_path, target_name, inode)
         source_dir.pending.append(op)
         if target_path != source_path:
             target_dir.pending.append(op)
@@ -346,7 +274,7 @@ class MemoryFileSystem:
         self._seq += 1
         return self._seq
 
-    def _directory(self, path: str) -> _Directory:
+    def _directory(self, path: str) -> Directory:
         directory = self._dirs.get(path)
         if directory is None:
             if self.exists(path):
@@ -354,7 +282,7 @@ class MemoryFileSystem:
             raise _error(FileNotFoundError, errno.ENOENT, path)
         return directory
 
-    def _locate(self, path: str) -> tuple[str, _Directory, str]:
+    def _locate(self, path: str) -> tuple[str, Directory, str]:
         """The parent directory's path and state, and the file's name within it."""
         parent_path = posixpath.dirname(path) or "."
         parent = self._dirs.get(parent_path)
@@ -364,7 +292,7 @@ class MemoryFileSystem:
             raise _error(IsADirectoryError, errno.EISDIR, path)
         return parent_path, parent, posixpath.basename(path)
 
-    def _file(self, path: str) -> _Inode:
+    def _file(self, path: str) -> Inode:
         path = posixpath.normpath(path)
         _, parent, name = self._locate(path)
         inode = parent.current.get(name)
@@ -372,16 +300,16 @@ class MemoryFileSystem:
             raise _error(FileNotFoundError, errno.ENOENT, path)
         return inode
 
-    def _unlink(self, inode: _Inode) -> None:
+    def _unlink(self, inode: Inode) -> None:
         inode.linked = False
         self._used -= len(inode.current)
 
-    def _room(self, inode: _Inode) -> int | None:
+    def _room(self, inode: Inode) -> int | None:
         if self._capacity is None or not inode.linked:
             return None
         return max(0, self._capacity - self._used)
 
-    def _append(self, inode: _Inode, path: str, data: bytes) -> None:
+    def _append(self, inode: Inode, path: str, data: bytes) -> None:
         room = self._room(inode)
         written = bytes(data) if room is None or room >= len(data) else bytes(data[:room])
         if written:
@@ -392,14 +320,14 @@ class MemoryFileSystem:
         if len(written) < len(data):
             raise _error(OSError, errno.ENOSPC, path)
 
-    def _truncate(self, inode: _Inode, path: str, size: int) -> None:
+    def _truncate(self, inode: Inode, path: str, size: int) -> None:
         if size < 0:
             raise _error(OSError, errno.EINVAL, path)
         growth = size - len(inode.current)
         room = self._room(inode)
         if room is not None and growth > room:
             raise _error(OSError, errno.ENOSPC, path)
-        _apply_content(inode.current, size)
+        apply_content(inode.current, size)
         inode.pending.append(size)
         if inode.linked:
             self._used += growth
@@ -420,7 +348,7 @@ class MemoryFileSystem:
             changed = False
             for path in sorted(cuts):
                 for op in self._dirs[path].pending[: cuts[path]]:
-                    if not isinstance(op, _Rename):
+                    if not isinstance(op, Rename):
                         continue
                     for other in (op.source_dir, op.destination_dir):
                         pending = self._dirs[other].pending
@@ -432,7 +360,7 @@ class MemoryFileSystem:
     def _commit_namespace(self, cuts: dict[str, int]) -> None:
         """Make the first `cuts[path]` pending ops of every directory durable."""
         self._close_over_renames(cuts)
-        committed: dict[int, _NamespaceOp] = {}
+        committed: dict[int, NamespaceOp] = {}
         for path, cut in cuts.items():
             pending = self._dirs[path].pending
             committed.update((op.seq, op) for op in pending[:cut])
@@ -440,9 +368,9 @@ class MemoryFileSystem:
         # Replaying in global order keeps a name removed and re-created in order.
         for seq in sorted(committed):
             op = committed[seq]
-            if isinstance(op, _Link) and op.inode is not None:
+            if isinstance(op, Link) and op.inode is not None:
                 self._dirs[op.directory].durable[op.name] = op.inode
-            elif isinstance(op, _Link):
+            elif isinstance(op, Link):
                 self._dirs[op.directory].durable.pop(op.name, None)
             else:
                 self._dirs[op.source_dir].durable.pop(op.source_name, None)
