@@ -19,8 +19,8 @@ from typing import Any
 from logbroker.dead_letter import dead_lettered, drop_cycles
 from logbroker.message import Message
 from logbroker.queue.effects import DeadLetterReason
-from logbroker.queue.queue_core import Admission
 from logbroker.queue.queue_endpoint import RemoteQueues
+from logbroker.queue.queue_limits import Admission
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.routing import ExchangeRouter, RoutedMessage
 

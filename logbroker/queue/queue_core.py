@@ -34,7 +34,6 @@ of unacked entries it owns (while it exists).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -48,30 +47,8 @@ from logbroker.queue.effects import (
     Settle,
 )
 from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta, MessageMetaTable
+from logbroker.queue.queue_limits import Admission, Overflow, QueueLimits
 from logbroker.queue.ready_set import FifoReadySet, PriorityReadySet
-
-
-class Overflow(enum.Enum):
-    DROP_HEAD = "drop-head"
-    REJECT_PUBLISH = "reject-publish"
-    REJECT_PUBLISH_DLX = "reject-publish-dlx"
-
-
-class Admission(enum.Enum):
-    ACCEPT = "accept"
-    REJECT = "reject"
-    REJECT_DEAD_LETTER = "reject-dead-letter"
-
-
-@dataclass(frozen=True)
-class QueueLimits:
-    """The limits a policy may change while the queue lives."""
-
-    max_length: int | None = None
-    max_length_bytes: int | None = None
-    overflow: Overflow = Overflow.DROP_HEAD
-    dead_letter: bool = False  # a dead-letter exchange is configured
-    expires_ms: int | None = None
 
 
 class ConsumerRefused(Exception):

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from logbroker.queue.queue_core import Overflow, QueueLimits
+from logbroker.queue.queue_limits import Overflow, QueueLimits
 from logbroker.queue.retention import Retention, max_age_ms
 from segments.group_commit import FsyncPolicy
 

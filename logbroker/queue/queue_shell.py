@@ -42,7 +42,8 @@ from logbroker.queue.effects import (
 )
 from logbroker.queue.flow_gate import FlowGate
 from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta, meta_of
-from logbroker.queue.queue_core import Admission, QueueCore
+from logbroker.queue.queue_core import QueueCore
+from logbroker.queue.queue_limits import Admission
 from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_stats import AppendWaiters, QueueCounters

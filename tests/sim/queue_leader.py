@@ -34,7 +34,7 @@ from logbroker.queue import queue_opening
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.effects import Deliver, Effect, Settle
 from logbroker.queue.message_meta import MessageMeta
-from logbroker.queue.queue_core import QueueLimits
+from logbroker.queue.queue_limits import QueueLimits
 from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_shell import HELD_ACKS_MAX

@@ -4,13 +4,8 @@ from hypothesis import strategies as st
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.effects import DeadLetter, DeadLetterReason, Deliver, QueueExpired, Settle
 from logbroker.queue.message_meta import MessageMeta
-from logbroker.queue.queue_core import (
-    Admission,
-    ConsumerRefused,
-    Overflow,
-    QueueCore,
-    QueueLimits,
-)
+from logbroker.queue.queue_core import ConsumerRefused, QueueCore
+from logbroker.queue.queue_limits import Admission, Overflow, QueueLimits
 
 
 def fill(core: QueueCore, count: int, size: int = 10, **meta: int) -> None:

@@ -6,7 +6,7 @@ import time
 from pamqp import commands
 
 from logbroker.message import Message
-from logbroker.queue.queue_core import QueueLimits
+from logbroker.queue.queue_limits import QueueLimits
 from logbroker.queue.queue_shell import QueueSettings, QueueShell
 from segments.memory_filesystem import MemoryFileSystem
 

@@ -9,7 +9,7 @@ import pytest
 from pamqp import commands
 
 from logbroker.message import Message
-from logbroker.queue.queue_core import Admission, QueueLimits
+from logbroker.queue.queue_limits import Admission, QueueLimits
 from logbroker.queue.queue_shell import QueueSettings, QueueShell
 from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import GateFenced, NotEnoughReplicas, ReplicationGate
