@@ -32,11 +32,9 @@ may run on another thread while the owner waits (see GroupCommitter).
 from __future__ import annotations
 
 import contextlib
-import os
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Sequence
-from itertools import pairwise
 
 from segments.errors import (
     CorruptSegmentError,
@@ -48,6 +46,7 @@ from segments.errors import (
 from segments.filesystem import DirectoryLock, FileSystem
 from segments.group_encoding import encode_groups
 from segments.log_config import AppendResult, LogConfig, RecoveryReport
+from segments.log_recovery import recover_segments
 from segments.record_batch import (
     Compression,
     EncodedBatch,
@@ -56,7 +55,7 @@ from segments.record_batch import (
     RecordBatch,
     encode_batch_parts,
 )
-from segments.segment import NAME_DIGITS, Segment
+from segments.segment import Segment
 from segments.sync_point import SegmentsSyncPoint
 
 # The configuration and result types live in log_config; callers import them from here.
@@ -112,54 +111,10 @@ class Log:
         return log
 
     def _load(self, initial_offset: int) -> None:
-        bases = self._scan_directory()
-        interval = self.config.index_interval_bytes
-        if not bases:
-            self._add_segment(Segment.create(self.fs, self.directory, initial_offset, interval))
-            self.fs.sync_dir(self.directory)
-            return
-        sealed = [Segment.sealed(self.fs, self.directory, base, following, interval)
-                  for base, following in pairwise(bases)]
-        first_unconfirmed = len(sealed)
-        while first_unconfirmed > 0 and not sealed[first_unconfirmed - 1].has_confirmed_indexes():
-            first_unconfirmed -= 1
-        for segment in sealed[:first_unconfirmed]:
+        segments, self.recovery = recover_segments(
+            self.fs, self.directory, initial_offset, self.config.index_interval_bytes)
+        for segment in segments:
             self._add_segment(segment)
-        scanned = truncated = 0
-        for slot in range(first_unconfirmed, len(bases)):
-            segment, cut = Segment.recover(self.fs, self.directory, bases[slot], interval)
-            self._add_segment(segment)
-            scanned, truncated = scanned + segment.size + cut, truncated + cut
-            if slot == len(bases) - 1:
-                break
-            if segment.next_offset != bases[slot + 1]:
-                self._drop_segments(bases[slot + 1 :])  # unsynced data was lost here
-                break
-            segment.seal()
-            segment.confirm_seal()
-        self.recovery = RecoveryReport(len(bases), scanned, truncated)
-
-    def _drop_segments(self, bases: list[int]) -> None:
-        interval = self.config.index_interval_bytes
-        for base in bases:
-            Segment.sealed(self.fs, self.directory, base, base, interval).delete()
-        self._segments[-1].remove_index_files()
-        self.fs.sync_dir(self.directory)
-
-    def _scan_directory(self) -> list[int]:
-        """Base offsets of the segments; removes index files left without their data."""
-        names = self.fs.listdir(self.directory)
-        bases: list[int] = []
-        for name in names:
-            stem, dot, suffix = name.partition(".")
-            if dot and suffix == "log" and len(stem) == NAME_DIGITS and stem.isdigit():
-                bases.append(int(stem))
-        known = set(bases)
-        for name in names:
-            stem, _, suffix = name.partition(".")
-            if suffix in ("index", "timeindex") and stem.isdigit() and int(stem) not in known:
-                self.fs.remove(os.path.join(self.directory, name))
-        return sorted(bases)
 
     def _add_segment(self, segment: Segment) -> None:
         self._segments.append(segment)
