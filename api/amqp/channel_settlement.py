@@ -12,6 +12,7 @@ deliveries their tags back.
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections import deque
 from functools import partial
 
@@ -31,9 +32,9 @@ __all__ = ["ChannelSettlement"]
 ChannelEvent = ChannelMethod | Acks | Publish
 
 
-class ChannelSettlement:
+class ChannelSettlement(ABC):
     """The settlement and tx methods of a channel session; the session provides the
-    state below and the methods that raise NotImplementedError here."""
+    state below and the abstract methods."""
 
     closed: bool
     _ctx: ConnectionContext
@@ -44,17 +45,21 @@ class ChannelSettlement:
     _global_prefetch: int
     _backlog: deque[ChannelEvent] | None
 
+    @abstractmethod
     def fail(self, err: BrokerError, method: base.Frame) -> None:
-        raise NotImplementedError
+        """Close the channel (or the connection) for `err`, raised by `method`."""
 
+    @abstractmethod
     def resume(self) -> None:
-        raise NotImplementedError
+        """Credit may have grown: pump the channel's queues."""
 
+    @abstractmethod
     def _send(self, method: base.Frame) -> None:
-        raise NotImplementedError
+        """Send `method` on the channel."""
 
+    @abstractmethod
     def _release_backlog(self) -> None:
-        raise NotImplementedError
+        """Handle the events that waited for the channel's earlier publishes."""
 
     # -- tx.* ------------------------------------------------------------------------
 
