@@ -11,7 +11,7 @@ client's next request waits, as an AMQP connection in flow goes unread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from logbroker.broker_config import Session
 from logbroker.errors import BrokerError
 from logbroker.message import Message, Properties, encode_properties
 from logbroker.publish_checks import check_publish
+from logbroker.publishing import PublishResult
 from logbroker.queue.flow_gate import take_pending, wait_for_holds
 
 DEFAULT_EXCHANGE_NAMES = ("", "amq.default")
@@ -95,28 +96,46 @@ def check_not_blocked(broker: Broker) -> None:
         raise ApiError(503, f"publishing is blocked by a resource alarm: {alarms.reason}")
 
 
-async def publish_many(broker: Broker, vhost: str, messages: Sequence[Message],
-                       holds: list[asyncio.Future[None]] | None = None, publisher_id: str = "",
+async def publish_many(broker: Broker, vhost: str, messages: Sequence[Message]
                        ) -> list[PublishOutcome]:
-    """Publish in order with one log write per queue; one outcome per message.
+    """Publish in order with one log write per queue; one outcome per message. The
+    answer also waits for the holds the publish met (a REST request)."""
+    met: list[asyncio.Future[None]] = []
+    outcomes = await start_publish_many(broker, vhost, messages, met)
+    await wait_for_holds(take_pending(met))
+    return outcomes
 
-    `holds`, `publisher_id`: see `Publisher.start_batch`. Without `holds` (a REST
-    request), the answer also waits for the holds the publish met."""
+
+def start_publish_many(broker: Broker, vhost: str, messages: Sequence[Message],
+                       holds: list[asyncio.Future[None]], publisher_id: str = "",
+                       ) -> Awaitable[list[PublishOutcome]]:
+    """`publish_many`, routed and appended during this call (`Publisher.start_batch`),
+    so `holds` already has the queues that hold this publisher back when it returns;
+    the answer does not wait for them."""
     try:
-        if holds is None:
-            met: list[asyncio.Future[None]] = []
-            results = await broker.publisher.publish_batch(vhost, messages, met)
-            await wait_for_holds(take_pending(met))
-        else:
-            results = await broker.publisher.publish_batch(vhost, messages, holds,
-                                                           publisher_id)
-    except BrokerError as error:
-        return [PublishOutcome(False, False, error.text)] * len(messages)
-    except OSError as error:
-        return [PublishOutcome(False, False, f"storage error: {error}")] * len(messages)
+        started = broker.publisher.start_batch(vhost, messages, holds, publisher_id)
+    except (BrokerError, OSError) as error:
+        failed: asyncio.Future[list[PublishOutcome]] = (
+            asyncio.get_running_loop().create_future())
+        failed.set_result(_failed(error, len(messages)))
+        return failed
+    return _outcomes(started, len(messages))
+
+
+async def _outcomes(started: Awaitable[list[PublishResult]], count: int
+                    ) -> list[PublishOutcome]:
+    try:
+        results = await started
+    except (BrokerError, OSError) as error:
+        return _failed(error, count)
     return [PublishOutcome(r.routed, True) if r.confirmed
             else PublishOutcome(r.routed, False, r.reason or "rejected by a queue")
             for r in results]
+
+
+def _failed(error: BrokerError | OSError, count: int) -> list[PublishOutcome]:
+    reason = error.text if isinstance(error, BrokerError) else f"storage error: {error}"
+    return [PublishOutcome(False, False, reason)] * count
 
 
 async def publish_one(broker: Broker, vhost: str, message: Message) -> PublishOutcome:

@@ -29,7 +29,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Sequence
 
-from api.http.http_publish import PublishOutcome, publish_many
+from api.http.http_publish import PublishOutcome, start_publish_many
 from api.http.ws_frames import Frame, Ref
 from api.http.ws_outbox import SMALL_FRAME_BYTES, Outbox
 from logbroker.broker import Broker
@@ -103,8 +103,10 @@ class PublishChain:
         """Start publishing `messages` now (a str: a message refused, and why); the frame's
         confirm follows the earlier answers."""
         accepted = [m for m in messages if isinstance(m, Message)]
-        work = asyncio.ensure_future(
-            publish_many(self._broker, self._vhost, accepted, self._holds, self._connection_id))
+        # Routed and appended now, so a queue that holds this socket back is in
+        # `_holds` before the reader asks `wait_room` for the next frame.
+        work = asyncio.ensure_future(start_publish_many(
+            self._broker, self._vhost, accepted, self._holds, self._connection_id))
 
         async def outcome() -> Frame:
             results: list[PublishOutcome | BaseException]

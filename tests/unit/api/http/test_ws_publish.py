@@ -17,12 +17,14 @@ class HoldingPublisher:
     def __init__(self) -> None:
         self.hold: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-    async def publish_batch(self, _vhost: str, messages: list[Message],
-                            holds: list[asyncio.Future[None]] | None = None,
-                            publisher_id: str = "") -> list[PublishResult]:
+    def start_batch(self, _vhost: str, messages: list[Message],
+                    holds: list[asyncio.Future[None]] | None = None,
+                    publisher_id: str = "") -> asyncio.Future[list[PublishResult]]:
         assert holds is not None
         holds.append(self.hold)
-        return [PublishResult(routed=True, confirmed=True) for _ in messages]
+        done: asyncio.Future[list[PublishResult]] = asyncio.get_running_loop().create_future()
+        done.set_result([PublishResult(routed=True, confirmed=True) for _ in messages])
+        return done
 
 
 class Broker:
@@ -56,3 +58,17 @@ async def test_the_reader_waits_for_a_hold_and_goes_on_once_it_ends() -> None:
     await asyncio.wait_for(reader, 1.0)
     assert info.state == "running"
     await asyncio.wait_for(chain.wait_room(), 1.0)  # a hold is waited for once
+
+
+async def test_a_hold_met_by_a_frame_stops_the_very_next_read() -> None:
+    """The reader asks for room right after handing over a frame, before any other
+    task ran: the hold that frame's publish met already counts."""
+    broker, outbox = Broker(), Outbox()
+    chain = PublishChain(cast(Any, broker), "/", cast(Any, outbox), "ws:1")
+    chain.submit(["a"], [Message("", "q", b"1")])
+    reader = asyncio.ensure_future(chain.wait_room())
+    await asyncio.sleep(0.01)
+    assert not reader.done()  # the next frame is not read while the queue holds
+    broker.publisher.hold.set_result(None)
+    await asyncio.wait_for(reader, 1.0)
+    assert outbox.sent[0]["ids"] == ["a"]
