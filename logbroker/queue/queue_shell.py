@@ -2,7 +2,8 @@
 
 Theory of operation. A publish is admitted by the core, appended to the log
 through a GroupCommitter (resolving once durable under the queue's fsync
-policy), then made ready in the core in offset order. Every call into the core
+policy), then made ready in the core in offset order (`queue_appends.py`, a
+mixin of this class). Every call into the core
 returns effects, which `EffectRunner` carries out strictly in order:
 
 - `Deliver`: take the message from the record cache (records just written, or
@@ -41,9 +42,9 @@ from logbroker.queue.effects import (
     Settle,
 )
 from logbroker.queue.flow_gate import FlowGate
-from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta, meta_of
+from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta
+from logbroker.queue.queue_appends import QueueAppends
 from logbroker.queue.queue_core import QueueCore
-from logbroker.queue.queue_limits import Admission
 from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_stats import AppendWaiters, QueueCounters
@@ -71,16 +72,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _copy_outcome(source: asyncio.Future[int], target: asyncio.Future[int]) -> None:
-    if target.done():
-        return
-    if source.cancelled() or source.exception() is not None:
-        target.set_exception(source.exception() or asyncio.CancelledError())
-    else:
-        target.set_result(source.result())
-
-
-class QueueShell:
+class QueueShell(QueueAppends):
     def __init__(
         self, settings: QueueSettings, fs: FileSystem, directory: str, log: Log,
         cursor: CursorLog, core: QueueCore, delivery_mark: DeliveryMark,
@@ -143,111 +135,6 @@ class QueueShell:
         return shell
 
     # --------------------------------------------------------------- publish
-
-    def admit(self, message: Message) -> Admission:
-        """Admit a publish; an accepted one must be followed by `append(message)`, and
-        counts against reject-publish limits until then (see `Admissions`)."""
-        if self.replication is not None:
-            refusal = self.replication.publish_refusal()
-            if refusal is not None:
-                self.admissions.refused(f"queue '{self.name}' refused it: {refusal}", log=True)
-                return Admission.REJECT
-        admission = self.core.admit(message.size_bytes, self.admissions.count,
-                                    self.admissions.bytes)
-        if admission is Admission.ACCEPT:
-            self.admissions.admitted(message)
-        else:
-            self.admissions.refused(f"queue '{self.name}' is full "
-                                    f"(x-overflow {self.core.limits.overflow.value})")
-        return admission
-
-    def append(self, message: Message) -> asyncio.Future[int]:
-        """Send an admitted message to the log now; the future gives its offset.
-
-        The message is queued for the log during this call, so the order of
-        `append` calls is the order of the log, however the callers' tasks are
-        scheduled. It becomes deliverable as soon as it is written, as on
-        RabbitMQ; the future (the publisher's confirm) resolves once it is durable
-        under the queue's fsync policy. A single node has no failover that could
-        take a written message back; replicated queues keep the high-watermark
-        rule (DESIGN.md section 6).
-        """
-        return self.append_many([message])
-
-    def append_many(self, messages: Sequence[Message]) -> asyncio.Future[int]:
-        """`append` for several admitted messages at once: one write, one future.
-
-        The future gives the first message's offset; the others follow it.
-        """
-        now = self.clock()
-        metas = [meta_of(message, self.settings.message_ttl_ms, now) for message in messages]
-        # A transient message, or any message in a transient queue, is not lost to a
-        # crash it could survive anyway: it is confirmed once written.
-        durable = self.settings.durable and any(m.persistent for m in messages)
-        confirmed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        admitted = True  # counts against reject-publish limits until it is ready
-
-        def on_written(result: AppendResult) -> None:
-            nonlocal admitted
-            admitted = False
-            self.admissions.settled(messages)
-            if self.core.consumer_count:  # likely delivered at once: spare the read-back
-                self._records.wrote(result.base_offset, records)
-            if self.replication is not None:
-                self.replication.wrote(result.next_offset)
-            try:
-                self._make_ready(result.base_offset, metas)
-            except Exception as error:  # a broken invariant must fail the publish
-                if not confirmed.done():
-                    confirmed.set_exception(error)
-
-        def on_durable(done: asyncio.Future[AppendResult]) -> None:
-            if admitted:
-                self.admissions.settled(messages)  # the write itself failed
-            if confirmed.done():
-                return
-            if done.cancelled() or done.exception() is not None:
-                confirmed.set_exception(done.exception() or asyncio.CancelledError())
-            elif self.replication is None:
-                confirmed.set_result(done.result().base_offset)
-            else:
-                result = done.result()
-                self.replication.persisted(result.next_offset)
-                replicated = self.replication.confirm_when_replicated(
-                    result.base_offset, result.next_offset)
-                replicated.add_done_callback(lambda f: _copy_outcome(f, confirmed))
-
-        try:
-            records = [message.to_record() for message in messages]
-            written = self._committer.submit_nowait(records, durable=durable,
-                                                    on_written=on_written)
-        except Exception:
-            self.admissions.settled(messages)
-            raise
-        written.add_done_callback(on_durable)
-        return confirmed
-
-    def _make_ready(self, base_offset: int, metas: Sequence[MessageMeta]) -> None:
-        """The messages written at `base_offset` onwards are ready (in order, and, when
-        replicated, once below the high watermark)."""
-        for index, meta in enumerate(metas):
-            self._appended[base_offset + index] = meta
-        self._release_held()
-
-    def _release_held(self) -> None:
-        """Make written messages ready in offset order (replicated: below the high watermark)."""
-        limit = self.replication.high_watermark if self.replication is not None else None
-        released = False
-        while self.core.next_offset in self._appended and (
-                limit is None or self.core.next_offset < limit):
-            next_offset = self.core.next_offset
-            self._run(self.core.enqueue(next_offset, self._appended.pop(next_offset),
-                                        next_offset < self._held_delivered_below))
-            self.counters.published += 1
-            released = True
-        if released:
-            self.appends.notify()
-            self.schedule_pump()
 
     def hold_publisher(self, connection_id: str) -> asyncio.Future[None] | None:
         """What a connection that just published here must wait for (publisher_flow)."""
