@@ -268,7 +268,8 @@ class Broker:
         arguments = self.state.effective_queue_arguments(vhost, name)
         config = self.config
         return settings_from(vhost, name, record.durable, arguments, config.fsync_policy,
-                             config.retention_ms, config.retention_bytes)
+                             config.retention_ms, config.retention_bytes,
+                             config.publisher_flow)
 
     def queue_directory(self, vhost: str, name: str) -> str:
         digest = hashlib.sha256(f"{vhost}\0{name}".encode()).hexdigest()[:32]

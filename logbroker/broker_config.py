@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from logbroker.queue.publisher_flow import FlowLimits
 from segments.group_commit import FsyncPolicy
 
 
@@ -25,6 +26,9 @@ class BrokerConfig:
     # its x-max-age / x-retention-bytes (or policy) says otherwise.
     retention_ms: int = 24 * 3600 * 1000
     retention_bytes: int = 1 << 30
+    # When a queue holds its publishers back (logbroker.queue.publisher_flow); None:
+    # never (the [flow] section of the config file).
+    publisher_flow: FlowLimits | None = field(default_factory=FlowLimits)
 
 
 @dataclass(frozen=True)

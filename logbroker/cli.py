@@ -24,6 +24,10 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     retention_bytes = 1073741824
     [limits]
     max_message_bytes = 134217728
+    [flow]                      # holding publishers while a queue's consumers catch up
+    high = 200                  # ready messages above which they are held (0: never)
+    low = 100                   # a hold ends once the backlog is down to this
+    hold_max_ms = 500           # ... or after this long
     [cluster]
     port = 25672                # the cluster link (clustering is on with peers or join)
     peers = "n1@host1:25672,n2@host2:25672,n3@host3:25672"   # founding members
@@ -46,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from logbroker.broker_config import BrokerConfig
+from logbroker.queue.publisher_flow import FlowLimits
 from segments.errors import DataDirLockedError
 from segments.group_commit import FsyncPolicy
 
@@ -69,6 +74,9 @@ SETTINGS: tuple[tuple[str, str, str, str, type], ...] = (
     ("max_message_bytes", "LOGBROKER_MAX_MESSAGE_BYTES", "limits", "max_message_bytes", int),
     ("retention_ms", "LOGBROKER_RETENTION_MS", "storage", "retention_ms", int),
     ("retention_bytes", "LOGBROKER_RETENTION_BYTES", "storage", "retention_bytes", int),
+    ("flow_high", "LOGBROKER_FLOW_HIGH", "flow", "high", int),
+    ("flow_low", "LOGBROKER_FLOW_LOW", "flow", "low", int),
+    ("flow_hold_max_ms", "LOGBROKER_FLOW_HOLD_MAX_MS", "flow", "hold_max_ms", int),
     ("cluster_port", "LOGBROKER_CLUSTER_PORT", "cluster", "port", int),
     ("peers", "LOGBROKER_PEERS", "cluster", "peers", str),
     ("join", "LOGBROKER_JOIN", "cluster", "join", str),
@@ -77,6 +85,7 @@ SETTINGS: tuple[tuple[str, str, str, str, type], ...] = (
      "queue_leader_locator", str),
 )
 SECRET_VARIABLE = "LOGBROKER_CLUSTER_SECRET"
+_FLOW_DEFAULTS = FlowLimits()
 
 
 @dataclass
@@ -93,6 +102,9 @@ class ServeSettings:
     max_message_bytes: int = 128 * 1024 * 1024
     retention_ms: int = 24 * 3600 * 1000
     retention_bytes: int = 1 << 30
+    flow_high: int = _FLOW_DEFAULTS.high
+    flow_low: int = _FLOW_DEFAULTS.low
+    flow_hold_max_ms: int = _FLOW_DEFAULTS.hold_max_ms
     cluster_port: int | None = None
     peers: str = ""
     join: str = ""
@@ -113,11 +125,23 @@ class ServeSettings:
             max_message_bytes=self.max_message_bytes,
             retention_ms=self.retention_ms,
             retention_bytes=self.retention_bytes,
+            publisher_flow=None if self.flow_high == 0 else FlowLimits(
+                high=self.flow_high, low=self.flow_low, hold_max_ms=self.flow_hold_max_ms),
         )
 
 
 class SettingsError(ValueError):
     pass
+
+
+def _check_flow(settings: ServeSettings) -> None:
+    if settings.flow_high < 0:
+        raise SettingsError(f"flow high {settings.flow_high} must be >= 0 (0: never hold)")
+    if settings.flow_high and not 0 <= settings.flow_low < settings.flow_high:
+        raise SettingsError(f"flow low {settings.flow_low} must be at least 0 and below "
+                            f"flow high {settings.flow_high}")
+    if settings.flow_hold_max_ms <= 0:
+        raise SettingsError(f"flow hold_max_ms {settings.flow_hold_max_ms} must be > 0")
 
 
 def resolve_settings(
@@ -153,6 +177,7 @@ def resolve_settings(
         FsyncPolicy.parse(settings.fsync)
     except ValueError as error:
         raise SettingsError(str(error)) from error
+    _check_flow(settings)
     settings.cluster_secret = environment.get(SECRET_VARIABLE, "")
     return settings
 

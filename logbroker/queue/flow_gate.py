@@ -30,8 +30,10 @@ def _monotonic_ms() -> int:
 
 class FlowGate:
     def __init__(self, sample: FlowSample, flow: PublisherFlow | None = None,
-                 clock: Callable[[], int] = _monotonic_ms) -> None:
+                 clock: Callable[[], int] = _monotonic_ms, enabled: bool = True) -> None:
+        """`enabled` False: the queue never holds its publishers (the node's config)."""
         self.flow = flow or PublisherFlow()
+        self.enabled = enabled
         self._sample = sample
         self._clock = clock
         self._hold: asyncio.Future[None] | None = None
@@ -45,6 +47,8 @@ class FlowGate:
         channel): holding it would leave its own acks unread."""
         hold = self._hold
         if hold is None:
+            if not self.enabled:
+                return None
             ready, consumers, delivered = self._sample()
             if not self.flow.should_hold(ready, consumers, delivered, self._clock()):
                 return None

@@ -6,9 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from logbroker.queue.publisher_flow import FlowLimits
 from logbroker.queue.queue_limits import Overflow, QueueLimits
 from logbroker.queue.retention import Retention, max_age_ms
 from segments.group_commit import FsyncPolicy
+
+DEFAULT_FLOW = FlowLimits()
 
 
 @dataclass(frozen=True)
@@ -24,11 +27,14 @@ class QueueSettings:
     dead_letter_exchange: str | None = None
     dead_letter_routing_key: str | None = None
     retention: Retention = field(default_factory=Retention)
+    # How the queue holds its publishers back (publisher_flow); None: it never does.
+    publisher_flow: FlowLimits | None = DEFAULT_FLOW
 
 
 def settings_from(
     vhost: str, name: str, durable: bool, arguments: Mapping[str, Any],
     fsync_policy: FsyncPolicy, retention_ms: int | None, retention_bytes: int | None,
+    publisher_flow: FlowLimits | None = DEFAULT_FLOW,
 ) -> QueueSettings:
     """A queue's settings from its effective arguments (declaration and policy) and the
     node's defaults."""
@@ -57,4 +63,5 @@ def settings_from(
             else retention_ms,
             arguments.get("x-retention-bytes", retention_bytes),
         ),
+        publisher_flow=publisher_flow,
     )

@@ -43,6 +43,7 @@ from logbroker.queue.effects import (
 )
 from logbroker.queue.flow_gate import FlowGate
 from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta
+from logbroker.queue.publisher_flow import PublisherFlow
 from logbroker.queue.queue_appends import QueueAppends
 from logbroker.queue.queue_core import QueueCore
 from logbroker.queue.queue_opening import open_queue_files
@@ -109,8 +110,11 @@ class QueueShell(QueueAppends):
         self._held_delivered_below = 0  # see queue_opening
         self._held_acks: list[int] = []  # acks taken while cut off from the controller
         # Publishers wait while this queue's consumers catch up (publisher_flow).
+        flow = settings.publisher_flow
         self.flow_gate = FlowGate(lambda: (self.core.message_count, self.core.consumer_count,
-                                           self.counters.delivered))
+                                           self.counters.delivered),
+                                  PublisherFlow(flow) if flow is not None else None,
+                                  enabled=flow is not None)
 
     @property
     def name(self) -> str:

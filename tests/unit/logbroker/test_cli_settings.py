@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from logbroker.cli import SettingsError, build_parser, resolve_settings
+from logbroker.queue.publisher_flow import FlowLimits
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -33,7 +34,23 @@ def test_precedence_is_file_then_environment_then_flags(tmp_path: Path) -> None:
     {"LOGBROKER_AMQP_PORT": "not-a-number"},
     {"LOGBROKER_FSYNC": "sometimes"},
     {"LOGBROKER_CONFIG": "/nonexistent/broker.toml"},
+    {"LOGBROKER_FLOW_HIGH": "-1"},
+    {"LOGBROKER_FLOW_HIGH": "50", "LOGBROKER_FLOW_LOW": "50"},
+    {"LOGBROKER_FLOW_HOLD_MAX_MS": "0"},
 ])
 def test_bad_settings_are_clear_errors(environment: dict[str, str]) -> None:
     with pytest.raises(SettingsError):
         resolve_settings(parse(), environment)
+
+
+def test_publisher_flow_comes_from_the_flow_section_and_zero_turns_it_off(tmp_path: Path
+                                                                         ) -> None:
+    assert resolve_settings(parse(), {}).broker_config().publisher_flow == FlowLimits()
+    config = tmp_path / "broker.toml"
+    config.write_text("[flow]\nhigh = 1000\nlow = 400\nhold_max_ms = 250\n")
+    limits = resolve_settings(parse("--config", str(config)), {}).broker_config().publisher_flow
+    assert limits is not None
+    assert (limits.high, limits.low, limits.hold_max_ms) == (1000, 400, 250)
+    assert limits.stall_ms == FlowLimits().stall_ms  # the rest keep their defaults
+    off = resolve_settings(parse("--flow-high", "0"), {})
+    assert off.broker_config().publisher_flow is None

@@ -89,3 +89,27 @@ async def test_take_pending_empties_the_list_and_wait_returns_once_holds_end() -
     await asyncio.wait_for(wait_for_holds(pending), 1.0)
     assert held.done()
     await wait_for_holds([])  # nothing to wait for
+
+
+async def test_a_disabled_gate_never_holds() -> None:
+    figures = Figures()
+    figures.ready = 10_000
+    gate = FlowGate(figures, PublisherFlow(LIMITS), enabled=False)
+    assert all(gate.hold() is None for _ in range(10))
+    gate.check()  # nothing to release, nothing armed
+    assert not gate.flow.holding
+
+
+async def test_a_queue_follows_the_nodes_flow_setting() -> None:
+    from logbroker.queue.queue_limits import QueueLimits
+    from logbroker.queue.queue_shell import QueueSettings, QueueShell
+    from segments.memory_filesystem import MemoryFileSystem
+
+    fs = MemoryFileSystem()
+    default = QueueShell.open(QueueSettings("/", "a", True, QueueLimits()), fs, "/a")
+    off = QueueShell.open(QueueSettings("/", "b", True, QueueLimits(), publisher_flow=None),
+                          fs, "/b")
+    assert default.flow_gate.enabled and default.flow_gate.flow.limits == FlowLimits()
+    assert not off.flow_gate.enabled
+    await default.close()
+    await off.close()
