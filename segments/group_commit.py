@@ -245,12 +245,15 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         """One fsync for every item written so far; items submitted while it runs are
         written at once when the target allows it, and wait for the next fsync."""
         waiting, self._unsynced = self._unsynced, []
-        point = self._target.sync_point()
-        loop = asyncio.get_running_loop()
-        synced = loop.run_in_executor(
-            self._fsync_thread, self._timed, self._target.sync if point is None else point.run)
-        self._writing_during_sync = point is not None  # see submit_nowait
         try:
+            # Inside the try: a target that cannot take a sync point (closed under
+            # us) must fail these items, not leave their submitters waiting for ever.
+            point = self._target.sync_point()
+            loop = asyncio.get_running_loop()
+            synced = loop.run_in_executor(
+                self._fsync_thread, self._timed,
+                self._target.sync if point is None else point.run)
+            self._writing_during_sync = point is not None  # see submit_nowait
             try:
                 await synced
             finally:

@@ -311,3 +311,20 @@ def test_a_rolled_segment_waiting_for_its_sync_is_never_evicted() -> None:
     for offset in range(6):
         assert log.read(offset)[0].offset == offset
     log.close()
+
+
+class ClosingTarget(CountingTarget):
+    """Closed after its first write: it can take no sync point any more."""
+
+    def sync_point(self) -> None:
+        raise LogClosedError("log /q is closed")
+
+
+async def test_a_target_closed_before_its_fsync_fails_the_items_instead_of_hanging() -> None:
+    committer: GroupCommitter[int, int] = GroupCommitter(ClosingTarget(),
+                                                         FsyncPolicy.parse("always"))
+    with pytest.raises(LogClosedError, match="is closed"):
+        await asyncio.wait_for(committer.submit(1), 1.0)
+    second = committer.submit_nowait(2)  # the committer itself goes on, failing alike
+    with pytest.raises(LogClosedError):
+        await asyncio.wait_for(second, 1.0)
