@@ -112,13 +112,8 @@ def start_publish_many(broker: Broker, vhost: str, messages: Sequence[Message],
     """`publish_many`, routed and appended during this call (`Publisher.start_batch`),
     so `holds` already has the queues that hold this publisher back when it returns;
     the answer does not wait for them."""
-    try:
-        started = broker.publisher.start_batch(vhost, messages, holds, publisher_id)
-    except (BrokerError, OSError) as error:
-        failed: asyncio.Future[list[PublishOutcome]] = (
-            asyncio.get_running_loop().create_future())
-        failed.set_result(_failed(error, len(messages)))
-        return failed
+    # start_batch reports its errors through the future it returns.
+    started = broker.publisher.start_batch(vhost, messages, holds, publisher_id)
     return _outcomes(started, len(messages))
 
 
