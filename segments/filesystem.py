@@ -14,6 +14,7 @@ replaced as a whole is written to a new file and renamed over the old one
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from segments.errors import DataDirLockedError
+from segments.space_reservation import reservation_supported, reserve, reserve_ahead_bytes
 
 
 class FileHandle(Protocol):
@@ -47,6 +49,10 @@ class FileHandle(Protocol):
 
     def truncate(self, size: int) -> None:
         """Cut the file to `size` bytes (unsynced until `sync`)."""
+        ...
+
+    def release_space(self) -> None:
+        """Give back disk space held beyond the end for appends (a sealed segment)."""
         ...
 
     def sync(self) -> None:
@@ -107,12 +113,22 @@ _IOV_MAX = 1024
 
 
 class RealFileHandle:
-    """A file descriptor opened O_APPEND; reads use pread so they never move the write end."""
+    """A file descriptor opened O_APPEND; reads use pread so they never move the write end.
+
+    A growing file gets disk blocks reserved ahead of its end (see
+    `space_reservation`); `_reserved_end` is where that reservation stops.
+    """
 
     def __init__(self, path: str) -> None:
         self._path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self._size = os.fstat(self._fd).st_size
+        status = os.fstat(self._fd)
+        self._size = status.st_size
+        self._reserving = reservation_supported()
+        self._reserved_end = self._size
+        # More blocks than the data needs: a process that died while holding a
+        # reservation; the first `release_space` gives them back.
+        self._leftover_reservation = status.st_blocks * 512 > self._size + 4096
 
     @property
     def path(self) -> str:
@@ -126,6 +142,8 @@ class RealFileHandle:
 
     def append_parts(self, parts: Sequence[bytes]) -> None:
         total = sum(map(len, parts))
+        if self._size + total > self._reserved_end and self._reserving:
+            self._reserve(self._size + total)
         try:
             written = os.writev(self._fd, parts) if len(parts) <= _IOV_MAX else 0
             if written != total:
@@ -147,12 +165,32 @@ class RealFileHandle:
                 pending[0] = pending[0][written:]
                 written = os.writev(self._fd, pending[:_IOV_MAX])
 
+    def _reserve(self, needed_end: int) -> None:
+        ahead = reserve_ahead_bytes(self._size)
+        if not ahead:
+            return
+        start = max(self._reserved_end, self._size)
+        outcome = reserve(self._fd, start, needed_end + ahead - start)
+        if outcome is None:
+            self._reserving = False
+        elif outcome:
+            self._reserved_end = needed_end + ahead
+
     def read_at(self, position: int, length: int) -> bytes:
         return os.pread(self._fd, length, position)
 
     def truncate(self, size: int) -> None:
+        # Also frees blocks reserved past the end (truncating to the same size, too).
         os.ftruncate(self._fd, size)
         self._size = size
+        self._reserved_end = size
+        self._leftover_reservation = False
+
+    def release_space(self) -> None:
+        if self._reserved_end > self._size or self._leftover_reservation:
+            # The file's own size, not ours: should another handle have appended,
+            # cutting to a stale size would lose its data.
+            self.truncate(os.fstat(self._fd).st_size)
 
     def sync(self) -> None:
         # fdatasync also flushes the file size, which is all the metadata an
@@ -161,8 +199,12 @@ class RealFileHandle:
 
     def close(self) -> None:
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            try:
+                with contextlib.suppress(OSError):  # only space, never data, is at stake
+                    self.release_space()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
 
 
 class RealDirectoryLock:

@@ -114,6 +114,9 @@ class MemoryFileHandle:
     def truncate(self, size: int) -> None:
         self._fs._truncate(self._live(), self._path, size)
 
+    def release_space(self) -> None:
+        """Nothing is reserved in memory."""
+
     @_serialised
     def sync(self) -> None:
         inode = self._live()

@@ -167,7 +167,10 @@ class Segment:
         self.handle().sync()
 
     def seal(self) -> None:
-        """The segment stops being active: its time index gets its closing sentinel."""
+        """The segment stops being active: its time index gets its closing sentinel,
+        and disk space reserved for its appends goes back."""
+        if self._handle is not None:
+            self._handle.release_space()
         _, time_index = self.indexes()
         if self.max_timestamp_ms is not None:
             time_index.append(self.max_timestamp_ms, self.next_offset - self.base_offset)
