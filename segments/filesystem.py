@@ -110,6 +110,7 @@ def write_file_atomically(fs: FileSystem, path: str, data: bytes) -> None:
 
 
 _IOV_MAX = 1024
+_LEFTOVER_SLACK_BYTES = 64 << 10
 
 
 class RealFileHandle:
@@ -126,9 +127,10 @@ class RealFileHandle:
         self._size = status.st_size
         self._reserving = reservation_supported()
         self._reserved_end = self._size
-        # More blocks than the data needs: a process that died while holding a
-        # reservation; the first `release_space` gives them back.
-        self._leftover_reservation = status.st_blocks * 512 > self._size + 4096
+        # Far more blocks than the data needs (beyond the last partial block and
+        # extent-tree blocks): a process that died while holding a reservation; the
+        # first `release_space` gives them back.
+        self._leftover_reservation = status.st_blocks * 512 > self._size + _LEFTOVER_SLACK_BYTES
 
     @property
     def path(self) -> str:

@@ -43,6 +43,9 @@ class FlakyHandle:
     def truncate(self, size: int) -> None:
         self._inner.truncate(size)
 
+    def release_space(self) -> None:
+        self._inner.release_space()
+
     def sync(self) -> None:
         self._inner.sync()
 

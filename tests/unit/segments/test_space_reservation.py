@@ -19,6 +19,9 @@ from segments.space_reservation import (
 )
 
 CHUNK = bytes(range(256)) * 400  # 100 KiB
+# Blocks a file may hold beyond its data without any reservation: the last partial
+# block, and the file system's own extent-tree blocks, which st_blocks counts too.
+SLACK = 64 << 10
 
 
 def _allocated(path: Path) -> int:
@@ -62,7 +65,7 @@ def test_a_growing_file_holds_blocks_past_its_end_and_close_gives_them_back(
     assert _allocated(path) > len(data) + (256 << 10)
     assert handle.read_at(0, len(data)) == data
     handle.close()
-    assert _allocated(path) <= len(data) + 4096
+    assert _allocated(path) <= len(data) + SLACK
     assert path.read_bytes() == data
 
 
@@ -72,11 +75,11 @@ def test_truncate_and_release_space_give_blocks_back_and_appends_go_on(tmp_path:
     handle = RealFileHandle(str(path))
     data = _grow(handle, 2 << 20)
     handle.release_space()
-    assert _allocated(path) <= len(data) + 4096
+    assert _allocated(path) <= len(data) + SLACK
     more = _grow(handle, 2 << 20)
-    assert _allocated(path) > len(data) + len(more)
+    assert _allocated(path) > len(data) + len(more) + SLACK
     handle.truncate(len(data))
-    assert _allocated(path) <= len(data) + 4096
+    assert _allocated(path) <= len(data) + SLACK
     handle.append(b"tail")
     handle.sync()
     handle.close()
@@ -93,7 +96,7 @@ def test_blocks_left_by_a_process_that_died_are_given_back_on_release(tmp_path: 
     assert _allocated(path) > len(CHUNK) + (4 << 20)
     handle = RealFileHandle(str(path))
     handle.release_space()
-    assert _allocated(path) <= len(CHUNK) + 4096
+    assert _allocated(path) <= len(CHUNK) + SLACK
     assert handle.read_at(0, len(CHUNK) + 10) == CHUNK
     handle.close()
 
@@ -106,7 +109,7 @@ def test_a_sealed_segment_keeps_no_reserved_blocks(tmp_path: Path) -> None:
     assert log.segment_count > 1
     sealed = [s for s in log._segments[:-1]]
     for segment in sealed:
-        assert _allocated(Path(segment.log_path)) <= segment.size + 4096
+        assert _allocated(Path(segment.log_path)) <= segment.size + SLACK
     log.close()
 
 

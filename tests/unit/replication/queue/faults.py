@@ -39,6 +39,9 @@ class CountingHandle:
         self._fs.step()
         self._inner.truncate(size)
 
+    def release_space(self) -> None:
+        self._inner.release_space()
+
     def sync(self) -> None:
         self._fs.step()
         self._inner.sync()
