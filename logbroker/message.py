@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 from pamqp import commands
@@ -123,11 +124,7 @@ class Message:
         return message
 
     def to_record(self) -> Record:
-        headers: Headers = (
-            ("e", self.exchange.encode()),
-            ("k", self.routing_key.encode()),
-            ("p", self.encoded_properties()),
-        )
+        headers = _stored_headers(self.exchange, self.routing_key, self.encoded_properties())
         return Record(self.body, self.timestamp_ms, None, headers)
 
     @classmethod
@@ -140,6 +137,24 @@ class Message:
     def size_bytes(self) -> int:
         """What counts against x-max-length-bytes: the body, as RabbitMQ counts it."""
         return len(self.body)
+
+
+def records_of(messages: Sequence[Message]) -> list[Record]:
+    """`Message.to_record` for a batch: messages that share exchange, routing key and
+    properties (most of a batch) share one headers tuple, built once."""
+    records: list[Record] = []
+    seen: dict[tuple[str, str, bytes], Headers] = {}
+    for message in messages:
+        key = (message.exchange, message.routing_key, message.encoded_properties())
+        headers = seen.get(key)
+        if headers is None:
+            headers = seen[key] = _stored_headers(*key)
+        records.append(Record(message.body, message.timestamp_ms, None, headers))
+    return records
+
+
+def _stored_headers(exchange: str, routing_key: str, encoded_properties: bytes) -> Headers:
+    return (("e", exchange.encode()), ("k", routing_key.encode()), ("p", encoded_properties))
 
 
 def stored_fields(record: LogRecord | Record) -> tuple[bytes, bytes, bytes]:

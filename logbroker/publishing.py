@@ -147,21 +147,38 @@ class Publisher:
                      ) -> asyncio.Future[list[PublishResult]]:
         """Admit each message to its target queues and append every queue's share now
         (so call order is log order); the future resolves once all of it is durable."""
-        per_queue: dict[int, tuple[QueueShell, list[Message]]] = {}
-        refused: dict[int, str] = {}  # message index -> why
-        pending: list[Awaitable[object]] = []
-        for index, (message, targets) in enumerate(routed):
+        # Each queue's share, in order: (shell, message indexes). A queue decides on
+        # its share in one call; queues do not affect each other's admissions.
+        shares: dict[int, tuple[QueueShell, list[int]]] = {}
+        for index, (_, targets) in enumerate(routed):
             for shell in targets:
-                admission = shell.admit(message)
+                shares.setdefault(id(shell), (shell, []))[1].append(index)
+        per_queue: list[tuple[QueueShell, list[Message]]] = []
+        refused: dict[int, str] = {}  # message index -> why
+        dead_letters: list[tuple[int, int, QueueShell]] = []  # (index, queue's turn, queue)
+        for turn, (shell, indexes) in enumerate(shares.values()):
+            share = [routed[index][0] for index in indexes]
+            admissions = shell.admit_many(share)
+            if admissions is None:
+                per_queue.append((shell, share))
+                continue
+            accepted = []
+            for index, message, admission in zip(indexes, share, admissions, strict=True):
                 if admission is Admission.ACCEPT:
-                    per_queue.setdefault(id(shell), (shell, []))[1].append(message)
+                    accepted.append(message)
                     continue
                 refused.setdefault(index, shell.admissions.refusal)
                 if admission is Admission.REJECT_DEAD_LETTER:
-                    pending.append(self.dead_letter(shell, message, DeadLetterReason.MAXLEN))
-        pending.extend(shell.append_many(batch) for shell, batch in per_queue.values())
+                    dead_letters.append((index, turn, shell))
+            if accepted:
+                per_queue.append((shell, accepted))
+        # Dead-lettered in message order, as they were refused one by one before.
+        pending: list[Awaitable[object]] = [
+            self.dead_letter(shell, routed[index][0], DeadLetterReason.MAXLEN)
+            for index, _, shell in sorted(dead_letters, key=lambda entry: entry[:2])]
+        pending.extend(shell.append_many(batch) for shell, batch in per_queue)
         if holds is not None:
-            for shell, _ in per_queue.values():
+            for shell, _ in per_queue:
                 if (hold := shell.hold_publisher(publisher_id)) is not None:
                     holds.append(hold)
         results = [PublishResult(routed=bool(targets), confirmed=index not in refused,

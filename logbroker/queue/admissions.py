@@ -33,6 +33,10 @@ class Admissions:
         self.count += 1
         self.bytes += message.size_bytes
 
+    def admitted_all(self, messages: Sequence[Message]) -> None:
+        self.count += len(messages)
+        self.bytes += sum(m.size_bytes for m in messages)
+
     def settled(self, messages: Sequence[Message]) -> None:
         """`messages` are ready (or their write failed): they count no longer."""
         self.count = max(0, self.count - len(messages))

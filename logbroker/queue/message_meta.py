@@ -10,6 +10,7 @@ still be delivered.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from logbroker.message import Message, expiry_ms
@@ -33,6 +34,23 @@ def meta_of(message: Message, message_ttl_ms: int | None, now_ms: int) -> Messag
                        min(priority or 0, 255))
 
 
+def metas_of(messages: Sequence[Message], message_ttl_ms: int | None, now_ms: int
+             ) -> list[MessageMeta]:
+    """`meta_of` for a batch written at `now_ms`: the messages of a batch mostly carry
+    the same properties, so each distinct (expiration, priority) is worked out once."""
+    metas: list[MessageMeta] = []
+    seen: dict[tuple[str | None, int | None], tuple[int, int]] = {}
+    for message in messages:
+        facts = message.expiration_and_priority()
+        decided = seen.get(facts)
+        if decided is None:
+            expires = expiry_ms(message, message_ttl_ms, now_ms)
+            decided = seen[facts] = (NO_EXPIRY if expires is None else expires,
+                                     min(facts[1] or 0, 255))
+        metas.append(MessageMeta(message.size_bytes, *decided))
+    return metas
+
+
 class MessageMetaTable:
     def __init__(self, base_offset: int = 0) -> None:
         self.base_offset = base_offset
@@ -50,6 +68,14 @@ class MessageMetaTable:
         self._sizes.append(meta.size_bytes)
         self._expiries.append(meta.expires_at_ms)
         self._priorities.append(meta.priority)
+
+    def extend(self, first_offset: int, metas: Sequence[MessageMeta]) -> None:
+        """`append` for consecutive offsets from `first_offset`."""
+        if first_offset != self.next_offset:
+            raise ValueError(f"offset {first_offset} is not the next offset {self.next_offset}")
+        self._sizes.extend([meta.size_bytes for meta in metas])
+        self._expiries.extend([meta.expires_at_ms for meta in metas])
+        self._priorities.extend([meta.priority for meta in metas])
 
     def skip_to(self, offset: int) -> None:
         """Start over at `offset` (nothing below it will be asked for)."""

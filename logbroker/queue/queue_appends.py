@@ -14,10 +14,10 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
-from logbroker.message import Message
+from logbroker.message import Message, records_of
 from logbroker.queue.admissions import Admissions
 from logbroker.queue.effects import Effect
-from logbroker.queue.message_meta import MessageMeta, meta_of
+from logbroker.queue.message_meta import MessageMeta, metas_of
 from logbroker.queue.queue_core import QueueCore
 from logbroker.queue.queue_limits import Admission
 from logbroker.queue.queue_settings import QueueSettings
@@ -82,6 +82,15 @@ class QueueAppends(ABC):
                                     f"(x-overflow {self.core.limits.overflow.value})")
         return admission
 
+    def admit_many(self, messages: Sequence[Message]) -> list[Admission] | None:
+        """`admit` for each of `messages` in order; None when all are accepted (a queue
+        without reject-publish limits: the usual case, decided once for the batch)."""
+        if (self.core.accepts_all() and (self.replication is None
+                                          or self.replication.publish_refusal() is None)):
+            self.admissions.admitted_all(messages)
+            return None
+        return [self.admit(message) for message in messages]
+
     def append(self, message: Message) -> asyncio.Future[int]:
         """Send an admitted message to the log now; the future gives its offset.
 
@@ -100,8 +109,7 @@ class QueueAppends(ABC):
 
         The future gives the first message's offset; the others follow it.
         """
-        now = self.clock()
-        metas = [meta_of(message, self.settings.message_ttl_ms, now) for message in messages]
+        metas = metas_of(messages, self.settings.message_ttl_ms, self.clock())
         # A transient message, or any message in a transient queue, is not lost to a
         # crash it could survive anyway: it is confirmed once written.
         durable = self.settings.durable and any(m.persistent for m in messages)
@@ -139,7 +147,7 @@ class QueueAppends(ABC):
                 replicated.add_done_callback(lambda f: _copy_outcome(f, confirmed))
 
         try:
-            records = [message.to_record() for message in messages]
+            records = records_of(messages)
             written = self._committer.submit_nowait(records, durable=durable,
                                                     on_written=on_written)
         except Exception:
@@ -151,6 +159,14 @@ class QueueAppends(ABC):
     def _make_ready(self, base_offset: int, metas: Sequence[MessageMeta]) -> None:
         """The messages written at `base_offset` onwards are ready (in order, and, when
         replicated, once below the high watermark)."""
+        if (self.replication is None and not self._appended
+                and base_offset == self.core.next_offset):
+            # The usual case, in order and not replicated: straight into the core.
+            effects = self.core.enqueue_many(base_offset, metas, self._held_delivered_below)
+            if effects:
+                self._run(effects)
+            self._note_ready(len(metas))
+            return
         for index, meta in enumerate(metas):
             self._appended[base_offset + index] = meta
         self._release_held()
@@ -167,5 +183,11 @@ class QueueAppends(ABC):
             self.counters.published += 1
             released = True
         if released:
-            self.appends.notify()
-            self.schedule_pump()
+            self._note_ready(0)
+
+    def _note_ready(self, count: int) -> None:
+        """`count` more messages are ready (counted already when 0): wake the waiters
+        and the deliveries."""
+        self.counters.published += count
+        self.appends.notify()
+        self.schedule_pump()

@@ -34,7 +34,7 @@ of unacked entries it owns (while it exists).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from logbroker.queue.consumers import Consumer, ConsumerRoster
@@ -197,6 +197,29 @@ class QueueCore:
         self.next_offset = offset + 1
         self.ready_bytes += meta.size_bytes
         return self._enforce_length()
+
+    def enqueue_many(self, first_offset: int, metas: Sequence[MessageMeta],
+                     delivered_below: int = 0) -> list[Effect]:
+        """`enqueue` for the consecutive offsets from `first_offset` (one written batch);
+        those below `delivered_below` may have been delivered before."""
+        if self.limits.overflow is Overflow.DROP_HEAD:  # drops act after each message
+            return [effect for index, meta in enumerate(metas) for effect in self.enqueue(
+                first_offset + index, meta, first_offset + index < delivered_below)]
+        self._meta.extend(first_offset, metas)
+        add_new = self._ready.add_new
+        for index, meta in enumerate(metas):
+            add_new(first_offset + index, meta.priority)
+        end = first_offset + len(metas)
+        self._delivered_before.update(range(first_offset, min(end, delivered_below)))
+        self.next_offset = end
+        self.ready_bytes += sum(meta.size_bytes for meta in metas)
+        return []
+
+    def accepts_all(self) -> bool:
+        """True when `admit` says ACCEPT whatever the sizes (no reject-publish limit)."""
+        limits = self.limits
+        return limits.overflow is Overflow.DROP_HEAD or (
+            limits.max_length is None and limits.max_length_bytes is None)
 
     def _enforce_length(self) -> list[Effect]:
         limits = self.limits
