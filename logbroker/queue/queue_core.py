@@ -202,7 +202,8 @@ class QueueCore:
                      delivered_below: int = 0) -> list[Effect]:
         """`enqueue` for the consecutive offsets from `first_offset` (one written batch);
         those below `delivered_below` may have been delivered before."""
-        if self.limits.overflow is Overflow.DROP_HEAD:  # drops act after each message
+        if self.limits.overflow is Overflow.DROP_HEAD and self.limits.bounds_length:
+            # Drops act after each message.
             return [effect for index, meta in enumerate(metas) for effect in self.enqueue(
                 first_offset + index, meta, first_offset + index < delivered_below)]
         self._meta.extend(first_offset, metas)
@@ -217,9 +218,7 @@ class QueueCore:
 
     def accepts_all(self) -> bool:
         """True when `admit` says ACCEPT whatever the sizes (no reject-publish limit)."""
-        limits = self.limits
-        return limits.overflow is Overflow.DROP_HEAD or (
-            limits.max_length is None and limits.max_length_bytes is None)
+        return self.limits.overflow is Overflow.DROP_HEAD or not self.limits.bounds_length
 
     def _enforce_length(self) -> list[Effect]:
         limits = self.limits

@@ -33,3 +33,8 @@ class QueueLimits:
     overflow: Overflow = Overflow.DROP_HEAD
     dead_letter: bool = False  # a dead-letter exchange is configured
     expires_ms: int | None = None
+
+    @property
+    def bounds_length(self) -> bool:
+        """True when x-max-length or x-max-length-bytes is set."""
+        return self.max_length is not None or self.max_length_bytes is not None
