@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
+
+import orjson
 
 Frame = dict[str, Any]
 Ref = str | int | None
@@ -47,7 +49,7 @@ def error_frame(status: int, reason: str, ref: Ref, field: str | None = None) ->
 def parse_frame(text: str) -> Frame:
     """A JSON object with a string `op`, or FrameError."""
     try:
-        frame = json.loads(text)
+        frame = orjson.loads(text)  # JSONDecodeError is a ValueError
     except (ValueError, RecursionError) as error:
         raise FrameError(400, f"frame is not valid JSON: {error}") from error
     if not isinstance(frame, dict):
@@ -55,6 +57,15 @@ def parse_frame(text: str) -> Frame:
     if not isinstance(frame.get("op"), str):
         raise FrameError(400, "a frame needs a string 'op'", "op", frame_ref(frame))
     return frame
+
+
+def encode_frame(frame: Frame) -> str:
+    """The frame as compact JSON text. orjson is a fifth of the standard encoder's cost
+    on a small frame; what it cannot encode (an integer beyond 64 bits) goes the slow way."""
+    try:
+        return orjson.dumps(frame, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return json.dumps(frame, separators=(",", ":"))
 
 
 def frame_ref(frame: Mapping[str, Any]) -> Ref:
@@ -132,13 +143,17 @@ class Replay:
     subscription: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class PublishItem:
+class PublishItem(NamedTuple):  # one per message: cheaper to build than a frozen dataclass
     """One message of a publish frame: its client id, its fields, its place in the frame."""
 
     id: str | int
     fields: Mapping[str, Any]
-    field_prefix: str  # "messages.3" for the 4th message of a batch, "" at the top level
+    position: int | None  # its index in `messages`; None: the frame itself is the message
+
+    @property
+    def field_prefix(self) -> str:
+        """"messages.3" for the 4th message of a batch, "" at the top level."""
+        return "" if self.position is None else f"messages.{self.position}"
 
 
 def parse_subscribe(frame: Mapping[str, Any]) -> Subscribe:
@@ -177,23 +192,22 @@ def parse_replay(frame: Mapping[str, Any]) -> Replay:
 def parse_publish(frame: Mapping[str, Any]) -> list[PublishItem]:
     """The messages of a publish frame: a `messages` list, or one message at the top level."""
     if "messages" not in frame:
-        return [_publish_item(frame, "")]
+        return [_publish_item(frame, None)]
     messages = frame["messages"]
     if not isinstance(messages, list) or not 1 <= len(messages) <= MAX_FRAME_MESSAGES:
         raise FrameError(400, f"messages must be a list of 1 to {MAX_FRAME_MESSAGES} messages",
                          "messages", frame_ref(frame))
     items = []
     for index, item in enumerate(messages):
-        prefix = f"messages.{index}"
         if not isinstance(item, dict):
-            raise FrameError(400, f"{prefix} must be an object", prefix)
-        items.append(_publish_item(item, prefix))
+            raise FrameError(400, f"messages.{index} must be an object", f"messages.{index}")
+        items.append(_publish_item(item, index))
     return items
 
 
-def _publish_item(item: Mapping[str, Any], prefix: str) -> PublishItem:
-    dotted = f"{prefix}." if prefix else ""
+def _publish_item(item: Mapping[str, Any], index: int | None) -> PublishItem:
     message_id = item.get("id")
     if not _is_ref(message_id):
+        dotted = "" if index is None else f"messages.{index}."
         raise FrameError(400, f"{dotted}id is required: a string or an integer", f"{dotted}id")
-    return PublishItem(message_id, item, prefix)
+    return PublishItem(message_id, item, index)

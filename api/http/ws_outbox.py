@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 
-from api.http.ws_frames import Frame
+from api.http.ws_frames import Frame, encode_frame
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +104,7 @@ class Outbox:
                 if item is None or self.closed:
                     return
                 frame, size = item
-                await self._send_text(json.dumps(frame, separators=(",", ":")))
+                await self._send_text(encode_frame(frame))
                 self._bytes -= size
                 self._update_room()
                 self._maybe_resume()
