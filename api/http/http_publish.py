@@ -45,23 +45,39 @@ def build_message(broker: Broker, session: Session, exchange: str, item: Mapping
 
     `exchanges_checked`: one set per request or frame, so each exchange's checks
     (existence, internal, write permission) run once for it (`check_publish`)."""
-    prefix = f"{field}." if field else ""
     routing_key = item.get("routing_key", "")
-    if not isinstance(routing_key, str) or len(routing_key.encode()) > 255:
+    # An ASCII key (the usual one) is as many bytes as characters; another is encoded,
+    # which also refuses lone surrogates (JSON allows "\ud800").
+    if not isinstance(routing_key, str) or (
+            len(routing_key) if routing_key.isascii() else _utf8_bytes(routing_key, field)
+    ) > 255:
         raise ApiError(400, "routing_key must be a string of at most 255 bytes",
-                       f"{prefix}routing_key")
+                       _at(field, "routing_key"))
     payload = item.get("payload", "")
     if not isinstance(payload, str):
-        raise ApiError(400, "payload must be a string", f"{prefix}payload")
+        raise ApiError(400, "payload must be a string", _at(field, "payload"))
     encoding = item.get("payload_encoding", "string")
     body = decode_payload(payload, encoding if isinstance(encoding, str) else "",
-                          f"{prefix}payload")
+                          _at(field, "payload"))
     raw_properties = item.get("properties") or {}
     if not isinstance(raw_properties, dict):
-        raise ApiError(400, "properties must be an object", f"{prefix}properties")
-    properties, encoded = _properties(raw_properties, f"{prefix}properties")
+        raise ApiError(400, "properties must be an object", _at(field, "properties"))
+    properties, encoded = _properties(raw_properties, field)
     check_publish(broker, session, exchange, properties, len(body), exchanges_checked)
     return Message(exchange, routing_key, body, properties, _encoded_properties=encoded)
+
+
+def _at(field: str, name: str) -> str:
+    """The dotted name of `name` in the request: built only for an error."""
+    return f"{field}.{name}" if field else name
+
+
+def _utf8_bytes(routing_key: str, field: str) -> int:
+    try:
+        return len(routing_key.encode())
+    except UnicodeEncodeError as error:
+        raise ApiError(400, "routing_key must be valid Unicode text (no lone surrogates)",
+                       _at(field, "routing_key")) from error
 
 
 # Recently seen JSON properties made only of scalars, decoded and AMQP-encoded: a
@@ -70,24 +86,37 @@ def build_message(broker: Broker, session: Session, exchange: str, item: Mapping
 # holds only immutable values (no headers table), and the broker never changes a
 # message's properties in place (dead-lettering copies them). The key keeps each
 # value's type, so a bool never passes for the int it hashes like.
-_ENCODED_SEEN: dict[tuple[tuple[str, type, object], ...], tuple[Properties, bytes]] = {}
+_ENCODED_SEEN: dict[tuple[tuple[tuple[str, Any], ...], tuple[type, ...]],
+                    tuple[Properties, bytes]] = {}
 _ENCODED_SEEN_MAX = 256
+_SCALAR_TYPES = frozenset({str, int, bool, type(None)})
 
 
 def _properties(raw: Mapping[str, Any], field: str) -> tuple[Properties, bytes | None]:
-    """The properties (for the checks, read only) and, when cacheable, their encoding."""
-    if all(value is None or type(value) in (str, int, bool) for value in raw.values()):
+    """The properties (for the checks, read only) and, when cacheable, their encoding.
+    `field`: the message's place in the request, for errors."""
+    try:
         # Unsorted: the same properties in another order only miss the cache.
-        key = tuple((name, type(value), value) for name, value in raw.items())
+        key = (tuple(raw.items()), tuple(map(type, raw.values())))
         seen = _ENCODED_SEEN.get(key)
+    except TypeError:  # a headers table (a dict) or a list: not cacheable
+        key = None
+    else:
         if seen is not None:
             return seen
-        properties = properties_from_json(raw, field)
-        if len(_ENCODED_SEEN) >= _ENCODED_SEEN_MAX:
-            _ENCODED_SEEN.clear()
-        seen = _ENCODED_SEEN[key] = (properties, encode_properties(properties))
-        return seen
-    return properties_from_json(raw, field), None
+    where = _at(field, "properties")
+    try:
+        properties = properties_from_json(raw, where)
+        encoded = encode_properties(properties)  # now: a bad one must fail this message only
+    except UnicodeEncodeError as error:
+        raise ApiError(400, "properties must be valid Unicode text (no lone surrogates)",
+                       where) from error
+    if key is None or not set(key[1]) <= _SCALAR_TYPES:
+        return properties, encoded
+    if len(_ENCODED_SEEN) >= _ENCODED_SEEN_MAX:
+        _ENCODED_SEEN.clear()
+    seen = _ENCODED_SEEN[key] = (properties, encoded)
+    return seen
 
 
 def check_not_blocked(broker: Broker) -> None:

@@ -245,9 +245,14 @@ class WsSession:
             # Malformed as a whole: nothing published; the error keeps the frame's place.
             self._publishes.submit_error(error_of(error, frame_ref(frame)))
             return
+        ids = [item.id for item in items]
+        try:
+            check_not_blocked(self._broker)
+        except ApiError as error:  # every message of the frame is refused
+            self._publishes.submit(ids, [error.reason] * len(items))
+            return
         checked: set[str] = set()  # exchanges whose checks this frame passed
-        self._publishes.submit([item.id for item in items],
-                               [self._build(item, checked) for item in items])
+        self._publishes.submit(ids, [self._build(item, checked) for item in items])
 
     def _build(self, item: PublishItem, exchanges_checked: set[str]) -> Message | str:
         """The message to publish, or why it is refused (it will be nacked)."""
@@ -255,7 +260,6 @@ class WsSession:
         if not isinstance(exchange, str):
             return f"{item.field_prefix}.exchange must be a string".removeprefix(".")
         try:
-            check_not_blocked(self._broker)
             return build_message(self._broker, self._session, exchange_name(exchange),
                                  item.fields, item.field_prefix, exchanges_checked)
         except ApiError as error:

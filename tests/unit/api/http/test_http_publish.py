@@ -98,3 +98,18 @@ async def test_a_rest_publish_to_a_held_queue_is_answered_once_the_hold_ends(
     assert not answer.done() and busy.flow_gate.flow.holding  # written, answer held back
     consuming.channel_closed(broker, "/", sink.channel_key, {"busy"})  # no consumer: let go
     assert (await asyncio.wait_for(answer, 1.0))[0].confirmed
+
+
+@pytest.mark.parametrize("item, field", [
+    ({"routing_key": "a\ud800"}, "messages.2.routing_key"),
+    ({"routing_key": "\u00e9" * 128}, "messages.2.routing_key"),  # 256 bytes
+    ({"properties": {"content_type": "a\ud800"}}, "messages.2.properties"),
+    ({"properties": {"headers": {"k": ["x", "\udfff"]}}}, "messages.2.properties"),
+])
+async def test_text_that_cannot_be_stored_is_a_400_naming_the_field(
+        broker: Broker, item: dict[str, object], field: str) -> None:
+    """JSON may carry lone surrogates ("\\ud800"); they have no UTF-8 form, so they must be
+    refused here, not fail the write of a whole batch later."""
+    with pytest.raises(ApiError) as raised:
+        build_message(broker, SESSION, "", item, "messages.2")
+    assert (raised.value.status, raised.value.field) == (400, field)
