@@ -13,8 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from logbroker.dead_letter import dead_lettered, drop_cycles
 from logbroker.message import Message
@@ -25,11 +24,13 @@ from logbroker.queue.queue_shell import QueueShell
 from logbroker.routing import ExchangeRouter, RoutedMessage
 
 
-@dataclass(slots=True)  # one per message: not frozen, which would cost 3x to build
-class PublishResult:
+class PublishResult(NamedTuple):  # immutable, so the usual outcomes are shared
     routed: bool
     confirmed: bool  # False: nack (a queue refused it)
     reason: str = ""  # why not confirmed, when a queue said so
+
+
+_CONFIRMED = {True: PublishResult(True, True), False: PublishResult(False, True)}
 
 
 QueueLookup = Callable[[str, str], QueueShell | None]
@@ -181,9 +182,9 @@ class Publisher:
             for shell, _ in per_queue:
                 if (hold := shell.hold_publisher(publisher_id)) is not None:
                     holds.append(hold)
-        results = [PublishResult(routed=bool(targets), confirmed=index not in refused,
-                                 reason=refused.get(index, ""))
-                   for index, (_, targets) in enumerate(routed)]
+        results = [_CONFIRMED[bool(targets)] for _, targets in routed]
+        for index, reason in refused.items():
+            results[index] = PublishResult(bool(routed[index][1]), False, reason)
         done: asyncio.Future[list[PublishResult]] = asyncio.get_running_loop().create_future()
         if not pending:
             done.set_result(results)

@@ -35,6 +35,9 @@ class PublishOutcome:
     reason: str = ""
 
 
+_CONFIRMED = {True: PublishOutcome(True, True), False: PublishOutcome(False, True)}
+
+
 def exchange_name(name: str) -> str:
     return "" if name == "amq.default" else name
 
@@ -152,7 +155,7 @@ async def _outcomes(started: Awaitable[list[PublishResult]], count: int
         results = await started
     except (BrokerError, OSError) as error:
         return _failed(error, count)
-    return [PublishOutcome(r.routed, True) if r.confirmed
+    return [_CONFIRMED[r.routed] if r.confirmed
             else PublishOutcome(r.routed, False, r.reason or "rejected by a queue")
             for r in results]
 
