@@ -172,10 +172,14 @@ def stored_fields(record: LogRecord | Record) -> tuple[bytes, bytes, bytes]:
 
 def expiry_ms(message: Message, queue_ttl_ms: int | None, now_ms: int) -> int | None:
     """When the message expires in a queue: the earlier of the queue's and its own TTL."""
+    return expiry_from(message.expiration_and_priority()[0], queue_ttl_ms, now_ms)
+
+
+def expiry_from(expiration: str | None, queue_ttl_ms: int | None, now_ms: int) -> int | None:
+    """`expiry_ms` of a message whose expiration property is `expiration`."""
     deadlines = []
     if queue_ttl_ms is not None:
         deadlines.append(now_ms + queue_ttl_ms)
-    expiration, _ = message.expiration_and_priority()
     if expiration is not None and expiration != "":
         # A malformed expiration is refused at publish time; a stored one never is.
         with contextlib.suppress(ValueError):

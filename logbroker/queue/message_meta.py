@@ -10,10 +10,10 @@ still be delivered.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from logbroker.message import Message, expiry_ms
+from logbroker.message import Message, expiry_from, expiry_ms
 
 NO_EXPIRY = 0
 _COMPACT_MIN = 4096
@@ -34,21 +34,50 @@ def meta_of(message: Message, message_ttl_ms: int | None, now_ms: int) -> Messag
                        min(priority or 0, 255))
 
 
-def metas_of(messages: Sequence[Message], message_ttl_ms: int | None, now_ms: int
-             ) -> list[MessageMeta]:
-    """`meta_of` for a batch written at `now_ms`: the messages of a batch mostly carry
+@dataclass(slots=True)
+class MetaRun:
+    """The metas of consecutive messages (one written batch), column by column: a
+    batch costs three lists, not an object per message."""
+
+    sizes: list[int]
+    expiries: list[int]
+    priorities: list[int]
+
+    @classmethod
+    def of(cls, metas: Sequence[MessageMeta]) -> MetaRun:
+        return cls([m.size_bytes for m in metas], [m.expires_at_ms for m in metas],
+                   [m.priority for m in metas])
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def __getitem__(self, index: int) -> MessageMeta:
+        return MessageMeta(self.sizes[index], self.expiries[index], self.priorities[index])
+
+    def __iter__(self) -> Iterator[MessageMeta]:
+        return map(MessageMeta, self.sizes, self.expiries, self.priorities)
+
+
+def metas_of(messages: Sequence[Message], message_ttl_ms: int | None, now_ms: int) -> MetaRun:
+    """`meta_of` for a batch written at `now_ms`. The messages of a batch mostly carry
     the same properties, so each distinct (expiration, priority) is worked out once."""
-    metas: list[MessageMeta] = []
+    facts = [message.expiration_and_priority() for message in messages]
+    sizes = [message.size_bytes for message in messages]
+    if facts.count(facts[0]) == len(facts):
+        expires, priority = _decided(facts[0], message_ttl_ms, now_ms)
+        return MetaRun(sizes, [expires] * len(facts), [priority] * len(facts))
     seen: dict[tuple[str | None, int | None], tuple[int, int]] = {}
-    for message in messages:
-        facts = message.expiration_and_priority()
-        decided = seen.get(facts)
-        if decided is None:
-            expires = expiry_ms(message, message_ttl_ms, now_ms)
-            decided = seen[facts] = (NO_EXPIRY if expires is None else expires,
-                                     min(facts[1] or 0, 255))
-        metas.append(MessageMeta(message.size_bytes, *decided))
-    return metas
+    for fact in facts:
+        if fact not in seen:
+            seen[fact] = _decided(fact, message_ttl_ms, now_ms)
+    decided = [seen[fact] for fact in facts]
+    return MetaRun(sizes, [d[0] for d in decided], [d[1] for d in decided])
+
+
+def _decided(facts: tuple[str | None, int | None], message_ttl_ms: int | None, now_ms: int
+             ) -> tuple[int, int]:
+    expires = expiry_from(facts[0], message_ttl_ms, now_ms)
+    return NO_EXPIRY if expires is None else expires, min(facts[1] or 0, 255)
 
 
 class MessageMetaTable:
@@ -69,13 +98,13 @@ class MessageMetaTable:
         self._expiries.append(meta.expires_at_ms)
         self._priorities.append(meta.priority)
 
-    def extend(self, first_offset: int, metas: Sequence[MessageMeta]) -> None:
+    def extend(self, first_offset: int, run: MetaRun) -> None:
         """`append` for consecutive offsets from `first_offset`."""
         if first_offset != self.next_offset:
             raise ValueError(f"offset {first_offset} is not the next offset {self.next_offset}")
-        self._sizes.extend([meta.size_bytes for meta in metas])
-        self._expiries.extend([meta.expires_at_ms for meta in metas])
-        self._priorities.extend([meta.priority for meta in metas])
+        self._sizes.extend(run.sizes)
+        self._expiries.extend(run.expiries)
+        self._priorities.extend(run.priorities)
 
     def skip_to(self, offset: int) -> None:
         """Start over at `offset` (nothing below it will be asked for)."""

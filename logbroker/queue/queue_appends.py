@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from logbroker.message import Message, records_of
 from logbroker.queue.admissions import Admissions
 from logbroker.queue.effects import Effect
-from logbroker.queue.message_meta import MessageMeta, metas_of
+from logbroker.queue.message_meta import MessageMeta, MetaRun, metas_of
 from logbroker.queue.queue_core import QueueCore
 from logbroker.queue.queue_limits import Admission
 from logbroker.queue.queue_settings import QueueSettings
@@ -156,7 +156,7 @@ class QueueAppends(ABC):
         written.add_done_callback(on_durable)
         return confirmed
 
-    def _make_ready(self, base_offset: int, metas: Sequence[MessageMeta]) -> None:
+    def _make_ready(self, base_offset: int, metas: MetaRun) -> None:
         """The messages written at `base_offset` onwards are ready (in order, and, when
         replicated, once below the high watermark)."""
         if (self.replication is None and not self._appended
@@ -167,7 +167,7 @@ class QueueAppends(ABC):
                 self._run(effects)
             self._note_ready(len(metas))
             return
-        for index, meta in enumerate(metas):
+        for index, meta in enumerate(metas):  # out of order, or replicated: one by one
             self._appended[base_offset + index] = meta
         self._release_held()
 

@@ -34,7 +34,7 @@ of unacked entries it owns (while it exists).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from logbroker.queue.consumers import Consumer, ConsumerRoster
@@ -46,7 +46,7 @@ from logbroker.queue.effects import (
     QueueExpired,
     Settle,
 )
-from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta, MessageMetaTable
+from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta, MessageMetaTable, MetaRun
 from logbroker.queue.queue_limits import Admission, Overflow, QueueLimits
 from logbroker.queue.ready_set import FifoReadySet, PriorityReadySet
 
@@ -198,22 +198,20 @@ class QueueCore:
         self.ready_bytes += meta.size_bytes
         return self._enforce_length()
 
-    def enqueue_many(self, first_offset: int, metas: Sequence[MessageMeta],
-                     delivered_below: int = 0) -> list[Effect]:
+    def enqueue_many(self, first_offset: int, run: MetaRun, delivered_below: int = 0
+                     ) -> list[Effect]:
         """`enqueue` for the consecutive offsets from `first_offset` (one written batch);
         those below `delivered_below` may have been delivered before."""
         if self.limits.overflow is Overflow.DROP_HEAD and self.limits.bounds_length:
             # Drops act after each message.
-            return [effect for index, meta in enumerate(metas) for effect in self.enqueue(
+            return [effect for index, meta in enumerate(run) for effect in self.enqueue(
                 first_offset + index, meta, first_offset + index < delivered_below)]
-        self._meta.extend(first_offset, metas)
-        add_new = self._ready.add_new
-        for index, meta in enumerate(metas):
-            add_new(first_offset + index, meta.priority)
-        end = first_offset + len(metas)
+        self._meta.extend(first_offset, run)
+        self._ready.add_new_run(first_offset, run.priorities)
+        end = first_offset + len(run)
         self._delivered_before.update(range(first_offset, min(end, delivered_below)))
         self.next_offset = end
-        self.ready_bytes += sum(meta.size_bytes for meta in metas)
+        self.ready_bytes += sum(run.sizes)
         return []
 
     def accepts_all(self) -> bool:

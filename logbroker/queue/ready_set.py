@@ -15,7 +15,7 @@ Invariant for both: every offset is in the set at most once.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 
 class FifoReadySet:
@@ -31,6 +31,13 @@ class FifoReadySet:
         if offset != self.next_offset:
             raise ValueError(f"new offset {offset} is not the queue's next {self.next_offset}")
         self.next_offset += 1
+
+    def add_new_run(self, first_offset: int, priorities: Sequence[int]) -> None:
+        """`add_new` for the consecutive offsets from `first_offset`."""
+        if first_offset != self.next_offset:
+            raise ValueError(
+                f"new offset {first_offset} is not the queue's next {self.next_offset}")
+        self.next_offset += len(priorities)
 
     def add_returned(self, offset: int, priority: int) -> None:
         heapq.heappush(self._returned, offset)
@@ -73,6 +80,10 @@ class PriorityReadySet:
         heapq.heappush(self._heaps[self._clamp(priority)], offset)
         self.next_offset = max(self.next_offset, offset + 1)
         self._count += 1
+
+    def add_new_run(self, first_offset: int, priorities: Sequence[int]) -> None:
+        for index, priority in enumerate(priorities):
+            self.add_new(first_offset + index, priority)
 
     def add_returned(self, offset: int, priority: int) -> None:
         heapq.heappush(self._heaps[self._clamp(priority)], offset)

@@ -7,7 +7,7 @@ from logbroker.message import Message, Properties, records_of
 from logbroker.queue.admissions import Admissions
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.effects import Deliver
-from logbroker.queue.message_meta import MessageMeta, meta_of, metas_of
+from logbroker.queue.message_meta import MessageMeta, MetaRun, meta_of, metas_of
 from logbroker.queue.queue_core import QueueCore
 from logbroker.queue.queue_limits import Overflow, QueueLimits
 
@@ -38,7 +38,9 @@ def test_enqueue_many_is_enqueue_one_by_one(
         first = single.next_offset
         expected = [effect for index, meta in enumerate(metas) for effect in single.enqueue(
             first + index, meta, first + index < delivered_below)]
-        assert batched.enqueue_many(batched.next_offset, metas, delivered_below) == expected
+        run = MetaRun.of(metas)
+        assert list(run) == metas and [run[i] for i in range(len(run))] == metas
+        assert batched.enqueue_many(batched.next_offset, run, delivered_below) == expected
     assert _observed(batched, now_ms) == _observed(single, now_ms)
 
 
@@ -62,7 +64,10 @@ def test_metas_of_is_meta_of_each(
 ) -> None:
     messages = [Message("", "q", body, Properties(expiration=expiration, priority=priority))
                 for expiration, priority, body in shapes]
-    assert metas_of(messages, ttl_ms, now_ms) == [meta_of(m, ttl_ms, now_ms) for m in messages]
+    expected = [meta_of(message, ttl_ms, now_ms) for message in messages]
+    assert list(metas_of(messages, ttl_ms, now_ms)) == expected
+    same = [messages[0]] * 3  # one (expiration, priority) for the whole batch
+    assert list(metas_of(same, ttl_ms, now_ms)) == [meta_of(messages[0], ttl_ms, now_ms)] * 3
 
 
 def test_records_of_is_to_record_each_and_shares_equal_headers() -> None:
