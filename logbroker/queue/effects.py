@@ -51,3 +51,19 @@ class QueueExpired:
 
 
 Effect = Deliver | DeadLetter | Settle | QueueExpired
+
+
+def with_settles(effects: list[Effect], settled: list[int]) -> list[Effect]:
+    """Append `Settle` effects for `settled`, coalesced into half-open ranges."""
+    if not settled:
+        return effects
+    ordered = sorted(settled)
+    lo = hi = ordered[0]
+    for offset in ordered:
+        if offset == hi:
+            hi += 1
+            continue
+        effects.append(Settle(lo, hi))
+        lo, hi = offset, offset + 1
+    effects.append(Settle(lo, hi))
+    return effects

@@ -44,10 +44,11 @@ from logbroker.queue.effects import (
     Deliver,
     Effect,
     QueueExpired,
-    Settle,
+    with_settles,
 )
-from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta, MessageMetaTable, MetaRun
-from logbroker.queue.queue_limits import Admission, Overflow, QueueLimits
+from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta, MessageMetaTable
+from logbroker.queue.queue_intake import QueueIntake
+from logbroker.queue.queue_limits import QueueLimits
 from logbroker.queue.ready_set import FifoReadySet, PriorityReadySet
 
 
@@ -67,7 +68,7 @@ class _Unacked:
     redelivered: bool  # the flag this delivery carried
 
 
-class QueueCore:
+class QueueCore(QueueIntake):
     def __init__(
         self,
         limits: QueueLimits,
@@ -162,84 +163,6 @@ class QueueCore:
         return MessageMeta(self._meta.size_bytes(offset), self._meta.expires_at_ms(offset),
                            self._meta.priority(offset))
 
-    # --------------------------------------------------------------- publish
-
-    def admit(self, size_bytes: int, pending_count: int = 0, pending_bytes: int = 0) -> Admission:
-        """Whether a message of `size_bytes` may be enqueued under reject-publish rules.
-
-        `pending_count` / `pending_bytes`: messages admitted earlier and still being
-        written; they will be ready before this one, so they count against the limits.
-        """
-        limits = self.limits
-        if limits.overflow is Overflow.DROP_HEAD:
-            return Admission.ACCEPT
-        count = len(self._ready) + pending_count
-        full = (limits.max_length is not None and count >= limits.max_length) or (
-            limits.max_length_bytes is not None
-            and self.ready_bytes + pending_bytes + size_bytes > limits.max_length_bytes
-        )
-        if not full:
-            return Admission.ACCEPT
-        if limits.overflow is Overflow.REJECT_PUBLISH_DLX and limits.dead_letter:
-            return Admission.REJECT_DEAD_LETTER
-        return Admission.REJECT
-
-    def enqueue(self, offset: int, meta: MessageMeta, delivered_before: bool = False
-                ) -> list[Effect]:
-        """The message at `offset` is in the log: make it ready (and enforce drop-head).
-
-        `delivered_before`: it may have been delivered already (by a replicated queue's
-        previous leader), so it goes out flagged redelivered."""
-        self._meta.append(offset, meta)
-        if delivered_before:
-            self._delivered_before.add(offset)
-        self._ready.add_new(offset, meta.priority)
-        self.next_offset = offset + 1
-        self.ready_bytes += meta.size_bytes
-        return self._enforce_length()
-
-    def enqueue_many(self, first_offset: int, run: MetaRun, delivered_below: int = 0
-                     ) -> list[Effect]:
-        """`enqueue` for the consecutive offsets from `first_offset` (one written batch);
-        those below `delivered_below` may have been delivered before."""
-        if self.limits.overflow is Overflow.DROP_HEAD and self.limits.bounds_length:
-            # Drops act after each message.
-            return [effect for index, meta in enumerate(run) for effect in self.enqueue(
-                first_offset + index, meta, first_offset + index < delivered_below)]
-        self._meta.extend(first_offset, run)
-        self._ready.add_new_run(first_offset, run.priorities)
-        end = first_offset + len(run)
-        self._delivered_before.update(range(first_offset, min(end, delivered_below)))
-        self.next_offset = end
-        self.ready_bytes += sum(run.sizes)
-        return []
-
-    def accepts_all(self) -> bool:
-        """True when `admit` says ACCEPT whatever the sizes (no reject-publish limit)."""
-        return self.limits.overflow is Overflow.DROP_HEAD or not self.limits.bounds_length
-
-    def _enforce_length(self) -> list[Effect]:
-        limits = self.limits
-        if limits.overflow is not Overflow.DROP_HEAD:
-            return []
-        effects: list[Effect] = []
-        settled: list[int] = []
-        while self._over_limit():
-            offset = self._take_ready()
-            self._discard(offset, DeadLetterReason.MAXLEN, effects, settled)
-        return _with_settles(effects, settled)
-
-    def _over_limit(self) -> bool:
-        limits = self.limits
-        return (limits.max_length is not None and len(self._ready) > limits.max_length) or (
-            limits.max_length_bytes is not None and self.ready_bytes > limits.max_length_bytes
-        )
-
-    def set_limits(self, limits: QueueLimits) -> list[Effect]:
-        """A policy changed: apply the new limits to the messages already queued."""
-        self.limits = limits
-        return self._enforce_length()
-
     # ------------------------------------------------------------- consumers
 
     def add_consumer(self, consumer: Consumer, now_ms: int) -> None:
@@ -280,7 +203,7 @@ class QueueCore:
             if consumer.channel_key in credit:
                 credit[consumer.channel_key] -= 1
             self.roster.delivered_to(consumer)
-        return _with_settles(effects, settled)
+        return with_settles(effects, settled)
 
     def get(self, channel_key: str, no_ack: bool, now_ms: int) -> list[Effect]:
         """basic.get: the next ready message (a `Deliver` with no consumer tag) or nothing."""
@@ -289,7 +212,7 @@ class QueueCore:
         settled: list[int] = []
         if self._expire_head(now_ms, effects, settled) is not None:
             effects.append(self._deliver(self._take_ready(), channel_key, None, no_ack, settled))
-        return _with_settles(effects, settled)
+        return with_settles(effects, settled)
 
     def _deliver(
         self, offset: int, channel_key: str, tag: str | None, no_ack: bool, settled: list[int]
@@ -332,7 +255,7 @@ class QueueCore:
         settled = [offset for offset in offsets if self._release(offset)]
         for offset in settled:
             self._delivered_before.discard(offset)
-        return _with_settles([], settled)
+        return with_settles([], settled)
 
     def reject(self, offsets: Iterable[int], requeue: bool) -> list[Effect]:
         """basic.reject / basic.nack: back to the queue, or dead-lettered / dropped."""
@@ -347,7 +270,7 @@ class QueueCore:
                 self._discard(offset, DeadLetterReason.REJECTED, effects, settled)
         # A requeue can push a drop-head queue over its limit; like RabbitMQ
         # (requeue_and_run -> maybe_drop_head), the head makes room.
-        return _with_settles(effects, settled) + self._enforce_length()
+        return with_settles(effects, settled) + self._enforce_length()
 
     def return_undelivered(self, offsets: Iterable[int], channel_key: str,
                            consumer_tag: str) -> None:
@@ -406,7 +329,7 @@ class QueueCore:
         for offset in taken:
             self._delivered_before.discard(offset)
         self.ready_bytes = 0
-        return len(taken), _with_settles([], taken)
+        return len(taken), with_settles([], taken)
 
     # ------------------------------------------------------------------ time
 
@@ -415,7 +338,7 @@ class QueueCore:
         effects: list[Effect] = []
         settled: list[int] = []
         self._expire_head(now_ms, effects, settled)
-        effects = _with_settles(effects, settled)
+        effects = with_settles(effects, settled)
         expires = self.limits.expires_ms
         if (expires is not None and not self._expired and not len(self.roster)
                 and now_ms - self._last_used_ms >= expires):
@@ -437,18 +360,3 @@ class QueueCore:
         """The cursor's ack floor moved: metadata below it is no longer needed."""
         self._meta.forget_below(ack_floor)
 
-
-def _with_settles(effects: list[Effect], settled: list[int]) -> list[Effect]:
-    """Append `Settle` effects for `settled`, coalesced into half-open ranges."""
-    if not settled:
-        return effects
-    ordered = sorted(settled)
-    lo = hi = ordered[0]
-    for offset in ordered:
-        if offset == hi:
-            hi += 1
-            continue
-        effects.append(Settle(lo, hi))
-        lo, hi = offset, offset + 1
-    effects.append(Settle(lo, hi))
-    return effects
