@@ -153,7 +153,10 @@ class Publisher:
         shares: dict[int, tuple[QueueShell, list[int]]] = {}
         for index, (_, targets) in enumerate(routed):
             for shell in targets:
-                shares.setdefault(id(shell), (shell, []))[1].append(index)
+                entry = shares.get(id(shell))
+                if entry is None:
+                    entry = shares[id(shell)] = (shell, [])
+                entry[1].append(index)
         per_queue: list[tuple[QueueShell, list[Message]]] = []
         refused: dict[int, str] = {}  # message index -> why
         dead_letters: list[tuple[int, int, QueueShell]] = []  # (index, queue's turn, queue)

@@ -37,10 +37,11 @@ class Admissions:
         self.count += len(messages)
         self.bytes += sum(m.size_bytes for m in messages)
 
-    def settled(self, messages: Sequence[Message]) -> None:
-        """`messages` are ready (or their write failed): they count no longer."""
-        self.count = max(0, self.count - len(messages))
-        self.bytes = max(0, self.bytes - sum(m.size_bytes for m in messages))
+    def settled(self, count: int, total_bytes: int) -> None:
+        """`count` messages of `total_bytes` are ready (or their write failed): they
+        count no longer."""
+        self.count = max(0, self.count - count)
+        self.bytes = max(0, self.bytes - total_bytes)
 
     def refused(self, reason: str, log: bool = False) -> None:
         self.refusal = reason

@@ -110,6 +110,7 @@ class QueueAppends(ABC):
         The future gives the first message's offset; the others follow it.
         """
         metas = metas_of(messages, self.settings.message_ttl_ms, self.clock())
+        share = (len(messages), sum(metas.sizes))  # what they count against the limits
         # A transient message, or any message in a transient queue, is not lost to a
         # crash it could survive anyway: it is confirmed once written.
         durable = self.settings.durable and any(m.persistent for m in messages)
@@ -119,7 +120,7 @@ class QueueAppends(ABC):
         def on_written(result: AppendResult) -> None:
             nonlocal admitted
             admitted = False
-            self.admissions.settled(messages)
+            self.admissions.settled(*share)
             if self.core.consumer_count:  # likely delivered at once: spare the read-back
                 self._records.wrote(result.base_offset, records)
             if self.replication is not None:
@@ -132,7 +133,7 @@ class QueueAppends(ABC):
 
         def on_durable(done: asyncio.Future[AppendResult]) -> None:
             if admitted:
-                self.admissions.settled(messages)  # the write itself failed
+                self.admissions.settled(*share)  # the write itself failed
             if confirmed.done():
                 return
             if done.cancelled() or done.exception() is not None:
@@ -151,7 +152,7 @@ class QueueAppends(ABC):
             written = self._committer.submit_nowait(records, durable=durable,
                                                     on_written=on_written)
         except Exception:
-            self.admissions.settled(messages)
+            self.admissions.settled(*share)
             raise
         written.add_done_callback(on_durable)
         return confirmed

@@ -14,9 +14,9 @@ def test_admitted_messages_count_until_settled() -> None:
     admissions.admitted(one)
     admissions.admitted(two)
     assert (admissions.count, admissions.bytes) == (2, 15)
-    admissions.settled([one])
+    admissions.settled(1, 10)
     assert (admissions.count, admissions.bytes) == (1, 5)
-    admissions.settled([one, two])  # never below zero
+    admissions.settled(2, 15)  # never below zero
     assert (admissions.count, admissions.bytes) == (0, 0)
 
 
