@@ -43,9 +43,11 @@ def exchange_name(name: str) -> str:
 
 
 def build_message(broker: Broker, session: Session, exchange: str, item: Mapping[str, Any],
-                  field: str = "", exchanges_checked: set[str] | None = None) -> Message:
+                  field: Field = "", exchanges_checked: set[str] | None = None) -> Message:
     """Check one publish request (RabbitMQ's JSON shape) and make its message.
 
+    `field`: where the message is in the request, for errors: a dotted prefix, or
+    its index in a frame's `messages` (the prefix is then built only for an error).
     `exchanges_checked`: one set per request or frame, so each exchange's checks
     (existence, internal, write permission) run once for it (`check_publish`)."""
     routing_key = item.get("routing_key", "")
@@ -60,8 +62,9 @@ def build_message(broker: Broker, session: Session, exchange: str, item: Mapping
     if not isinstance(payload, str):
         raise ApiError(400, "payload must be a string", _at(field, "payload"))
     encoding = item.get("payload_encoding", "string")
-    body = decode_payload(payload, encoding if isinstance(encoding, str) else "",
-                          _at(field, "payload"))
+    body = (payload.encode("utf-8", "surrogatepass") if encoding == "string"  # the usual
+            else decode_payload(payload, encoding if isinstance(encoding, str) else "",
+                                _at(field, "payload")))
     raw_properties = item.get("properties") or {}
     if not isinstance(raw_properties, dict):
         raise ApiError(400, "properties must be an object", _at(field, "properties"))
@@ -70,12 +73,17 @@ def build_message(broker: Broker, session: Session, exchange: str, item: Mapping
     return Message(exchange, routing_key, body, properties, _encoded_properties=encoded)
 
 
-def _at(field: str, name: str) -> str:
+Field = str | int  # a dotted prefix, or an index in a frame's `messages`
+
+
+def _at(field: Field, name: str) -> str:
     """The dotted name of `name` in the request: built only for an error."""
+    if isinstance(field, int):
+        return f"messages.{field}.{name}"
     return f"{field}.{name}" if field else name
 
 
-def _utf8_bytes(routing_key: str, field: str) -> int:
+def _utf8_bytes(routing_key: str, field: Field) -> int:
     try:
         return len(routing_key.encode())
     except UnicodeEncodeError as error:
@@ -95,7 +103,7 @@ _ENCODED_SEEN_MAX = 256
 _SCALAR_TYPES = frozenset({str, int, bool, type(None)})
 
 
-def _properties(raw: Mapping[str, Any], field: str) -> tuple[Properties, bytes | None]:
+def _properties(raw: Mapping[str, Any], field: Field) -> tuple[Properties, bytes | None]:
     """The properties (for the checks, read only) and, when cacheable, their encoding.
     `field`: the message's place in the request, for errors."""
     try:

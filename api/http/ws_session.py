@@ -260,8 +260,9 @@ class WsSession:
         if not isinstance(exchange, str):
             return f"{item.field_prefix}.exchange must be a string".removeprefix(".")
         try:
+            field = "" if item.position is None else item.position
             return build_message(self._broker, self._session, exchange_name(exchange),
-                                 item.fields, item.field_prefix, exchanges_checked)
+                                 item.fields, field, exchanges_checked)
         except ApiError as error:
             return error.reason
         except BrokerError as error:

@@ -106,10 +106,17 @@ async def test_a_rest_publish_to_a_held_queue_is_answered_once_the_hold_ends(
     ({"properties": {"content_type": "a\ud800"}}, "messages.2.properties"),
     ({"properties": {"headers": {"k": ["x", "\udfff"]}}}, "messages.2.properties"),
 ])
+@pytest.mark.parametrize("where", ["messages.2", 2])  # a prefix, or a WebSocket frame index
 async def test_text_that_cannot_be_stored_is_a_400_naming_the_field(
-        broker: Broker, item: dict[str, object], field: str) -> None:
+        broker: Broker, item: dict[str, object], field: str, where: str | int) -> None:
     """JSON may carry lone surrogates ("\\ud800"); they have no UTF-8 form, so they must be
     refused here, not fail the write of a whole batch later."""
     with pytest.raises(ApiError) as raised:
-        build_message(broker, SESSION, "", item, "messages.2")
+        build_message(broker, SESSION, "", item, where)
     assert (raised.value.status, raised.value.field) == (400, field)
+
+
+async def test_a_payload_error_names_the_message_by_its_index(broker: Broker) -> None:
+    with pytest.raises(ApiError) as raised:
+        build_message(broker, SESSION, "", {"payload": "!!", "payload_encoding": "base64"}, 4)
+    assert raised.value.field == "messages.4.payload"
