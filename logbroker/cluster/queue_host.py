@@ -188,12 +188,16 @@ class QueueHost:
         names_of = envelope.header["t"]  # per message: its target queues' names
         opened = {name: await self._opened(vhost, name)  # a batch mostly has one target
                   for name in {str(name) for names in names_of for name in names}}
+        last_names: object = None
+        shells: list[QueueShell] = []
         for index, (blob, names) in enumerate(zip(envelope.blobs, names_of, strict=True)):
-            shells = [opened[str(name)] for name in names]
-            if None in shells:
+            if names != last_names:  # runs of messages to the same queues share a list
+                last_names, targets = names, [opened[str(name)] for name in names]
+                gone = None in targets
+                shells = cast(list[QueueShell], [s for s in targets if s is not None])
+            if gone:
                 missing.add(index)  # not led here (any more): not confirmed
-                shells = [s for s in shells if s is not None]
-            routed.append((decode_message(blob), cast(list[QueueShell], shells)))
+            routed.append((decode_message(blob), shells))
         appended = broker.publisher.start_routed(routed)
         self._holds.after_publish(peer, vhost, [s for s in opened.values() if s is not None])
         results = await appended

@@ -209,14 +209,16 @@ class RemoteQueueRegistry:
 
     def publish(self, vhost: str, batch: Sequence[tuple[Message, Sequence[str]]]
                 ) -> Awaitable[list[bool]]:
-        state = self._node.metadata.state
         per_node: dict[str, list[tuple[int, Message, list[str]]]] = {}
         confirmed = [True] * len(batch)
+        leaders: dict[str, str | None] = {}  # a batch mostly has one target
         for index, (message, names) in enumerate(batch):
             for name in names:
-                record = state.queue(vhost, name)
-                leader = record.leader_node if record is not None else None
-                if leader is None or not self._node.transport.is_connected(leader):
+                if name in leaders:
+                    leader = leaders[name]
+                else:
+                    leader = leaders[name] = self._reachable_leader(vhost, name)
+                if leader is None:
                     confirmed[index] = False  # its leader is unknown or unreachable
                     continue
                 entries = per_node.setdefault(leader, [])
@@ -232,6 +234,11 @@ class RemoteQueueRegistry:
                 tuple(encode_message(message) for _, message, _ in entries))
             requests.append((leader, envelope, entries, self._node.rpc.request(leader, envelope)))
         return self._publish_results(requests, confirmed)
+
+    def _reachable_leader(self, vhost: str, name: str) -> str | None:
+        record = self._node.metadata.state.queue(vhost, name)
+        leader = record.leader_node if record is not None else None
+        return leader if leader is not None and self._node.transport.is_connected(leader) else None
 
     async def _publish_results(self, requests: list[tuple[str, Envelope, list[tuple[
             int, Message, list[str]]], asyncio.Future[Envelope]]], confirmed: list[bool]
