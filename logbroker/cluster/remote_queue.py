@@ -51,9 +51,10 @@ from logbroker.cluster.forwarded_consumers import (
     ForwardedConsumers,
     lookahead_for,
 )
-from logbroker.cluster.forwarded_message import decode_message, encode_message
+from logbroker.cluster.forwarded_message import decode_message
 from logbroker.cluster.queue_host import WINDOW
 from logbroker.cluster.remote_flow import FLOW_OP, RemoteHolds
+from logbroker.cluster.remote_publish import RemotePublisher
 from logbroker.errors import NOT_FOUND, BrokerError
 from logbroker.message import Message
 from logbroker.queue.consumers import Consumer
@@ -174,6 +175,7 @@ class RemoteQueueRegistry:
         rpc.on_notice(FLOW_OP, self._flow.on_notice)
         rpc.batches("q.settle", "o")
         rpc.batches("q.return", "o")
+        self._publisher = RemotePublisher(node)
 
     # ---------------------------------------------------------- RemoteQueues
 
@@ -209,51 +211,7 @@ class RemoteQueueRegistry:
 
     def publish(self, vhost: str, batch: Sequence[tuple[Message, Sequence[str]]]
                 ) -> Awaitable[list[bool]]:
-        per_node: dict[str, list[tuple[int, Message, list[str]]]] = {}
-        confirmed = [True] * len(batch)
-        leaders: dict[str, str | None] = {}  # a batch mostly has one target
-        for index, (message, names) in enumerate(batch):
-            for name in names:
-                if name in leaders:
-                    leader = leaders[name]
-                else:
-                    leader = leaders[name] = self._reachable_leader(vhost, name)
-                if leader is None:
-                    confirmed[index] = False  # its leader is unknown or unreachable
-                    continue
-                entries = per_node.setdefault(leader, [])
-                if entries and entries[-1][0] == index:
-                    entries[-1][2].append(name)
-                else:
-                    entries.append((index, message, [name]))
-        requests = []
-        for leader, entries in per_node.items():
-            envelope = Envelope("q.publish", {
-                "v": vhost, "a": self._node.driver.applied_index,
-                "t": [names for _, _, names in entries]},
-                tuple(encode_message(message) for _, message, _ in entries))
-            requests.append((leader, envelope, entries, self._node.rpc.request(leader, envelope)))
-        return self._publish_results(requests, confirmed)
-
-    def _reachable_leader(self, vhost: str, name: str) -> str | None:
-        record = self._node.metadata.state.queue(vhost, name)
-        leader = record.leader_node if record is not None else None
-        return leader if leader is not None and self._node.transport.is_connected(leader) else None
-
-    async def _publish_results(self, requests: list[tuple[str, Envelope, list[tuple[
-            int, Message, list[str]]], asyncio.Future[Envelope]]], confirmed: list[bool]
-                               ) -> list[bool]:
-        timeout_s = self._node.settings.proposal_timeout_s * 6
-        for leader, envelope, entries, future in requests:
-            try:
-                answer = await self._node.rpc.answer_of(leader, envelope, future, timeout_s)
-                results = answer.header["c"]
-            except BrokerError as error:
-                logger.warning("publish forwarded to %s failed: %s", leader, error.text)
-                results = [False] * len(entries)
-            for (index, _, _), ok in zip(entries, results, strict=True):
-                confirmed[index] = confirmed[index] and bool(ok)
-        return confirmed
+        return self._publisher.publish(vhost, batch)
 
     # ------------------------------------------------------------- plumbing
 
