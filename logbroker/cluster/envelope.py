@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 RAFT = 1
 REQUEST = 2
 RESPONSE = 3
@@ -47,7 +49,7 @@ class Envelope:
 
 def encode_envelope(envelope: Envelope) -> bytes:
     op = envelope.op.encode()
-    header = json.dumps(envelope.header, separators=(",", ":")).encode()
+    header = _dump_header(envelope.header)
     parts = [_U8.pack(len(op)), op, _U32.pack(len(header)), header,
              _U32.pack(len(envelope.blobs))]
     for blob in envelope.blobs:
@@ -65,7 +67,7 @@ def decode_envelope(data: bytes | memoryview, start: int = 0) -> Envelope:
         position += op_length
         (header_length,) = _U32.unpack_from(view, position)
         position += 4
-        header = json.loads(bytes(view[position:position + header_length]))
+        header = _load_header(bytes(view[position:position + header_length]))
         position += header_length
         (count,) = _U32.unpack_from(view, position)
         position += 4
@@ -82,6 +84,23 @@ def decode_envelope(data: bytes | memoryview, start: int = 0) -> Envelope:
     if not isinstance(header, dict):
         raise EnvelopeDecodeError("the envelope header is not an object")
     return Envelope(op, header, tuple(blobs))
+
+
+def _dump_header(header: dict[str, Any]) -> bytes:
+    # orjson: the standard encoder with `separators` builds an encoder per call, about
+    # 10 µs more per envelope. What orjson refuses (a lone surrogate from a REST name,
+    # an integer beyond 64 bits) goes the standard way, which `_load_header` reads.
+    try:
+        return orjson.dumps(header, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return json.dumps(header, separators=(",", ":")).encode()
+
+
+def _load_header(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:  # what only the standard decoder takes (see above)
+        return json.loads(data)
 
 
 def request_frame(kind: int, request_id: int, envelope: Envelope) -> bytes:

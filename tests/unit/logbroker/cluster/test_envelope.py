@@ -240,3 +240,22 @@ def test_concat_envelopes_joins_list_fields_and_blobs_in_order() -> None:
                               (b"\x00", b"\x01", b"\x02"))
     assert parts[0].header["o"] == [0]  # the parts are left as they were
     assert concat_envelopes(parts[:1], ("o",)) is parts[0]
+
+
+@pytest.mark.parametrize("header", [
+    {"q": "a\ud800b"},  # a lone surrogate (a REST name may hold one): no UTF-8 form
+    {"big": 2**70},  # beyond 64 bits
+    {"n": {1: "int key"}},
+])
+def test_headers_orjson_refuses_go_through_the_standard_codec(header: dict) -> None:
+    decoded = decode_envelope(encode_envelope(Envelope("op", header)))
+    assert decoded.header == json.loads(json.dumps(header))
+
+
+def test_a_header_from_the_standard_encoder_still_decodes() -> None:
+    """What a node encoding with `json.dumps` (ensure_ascii) sent stays readable."""
+    header = {"q": "ünï \ud800", "o": [1, 2]}
+    raw = json.dumps(header).encode()
+    op = b"op"
+    data = bytes([len(op)]) + op + struct.pack(">I", len(raw)) + raw + struct.pack(">I", 0)
+    assert decode_envelope(data).header == header
