@@ -103,8 +103,9 @@ _ENCODED_SEEN_MAX = 256
 _SCALAR_TYPES = frozenset({str, int, bool, type(None)})
 
 
-def _properties(raw: Mapping[str, Any], field: Field) -> tuple[Properties, bytes | None]:
-    """The properties (for the checks, read only) and, when cacheable, their encoding.
+def _properties(raw: Mapping[str, Any], field: Field) -> tuple[Properties, bytes]:
+    """The properties (for the checks, read only) and their encoding (cached when made
+    only of scalars).
     `field`: the message's place in the request, for errors."""
     try:
         # Unsorted: the same properties in another order only miss the cache.
