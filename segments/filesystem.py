@@ -23,6 +23,7 @@ from typing import Protocol
 
 from segments.errors import DataDirLockedError
 from segments.space_reservation import reservation_supported, reserve, reserve_ahead_bytes
+from segments.zero_fill import fill_end, write_zeros
 
 
 class FileHandle(Protocol):
@@ -52,7 +53,14 @@ class FileHandle(Protocol):
         ...
 
     def release_space(self) -> None:
-        """Give back disk space held beyond the end for appends (a sealed segment)."""
+        """Give back disk space held beyond the end for appends (a sealed segment),
+        zeros written by `fill_ahead` included."""
+        ...
+
+    def fill_ahead(self, end_max: int) -> None:
+        """When few are left, write zeros ahead of the end for appends to overwrite,
+        never past `end_max` (see `zero_fill`); `size` does not change. Only a
+        file's single writer may fill."""
         ...
 
     def sync(self) -> None:
@@ -118,6 +126,10 @@ class RealFileHandle:
 
     A growing file gets disk blocks reserved ahead of its end (see
     `space_reservation`); `_reserved_end` is where that reservation stops.
+    Once the handle has filled zeros ahead of the end (`fill_ahead`, see
+    `zero_fill`), the file is longer than the data: `_size` is the data's end,
+    `_filled_end` the file's, and appends write at `_size` with `pwritev`
+    (O_APPEND is cleared, since Linux would append a pwrite at the file's end).
     """
 
     def __init__(self, path: str) -> None:
@@ -127,6 +139,8 @@ class RealFileHandle:
         self._size = status.st_size
         self._reserving = reservation_supported()
         self._reserved_end = self._size
+        self._filled_end = self._size
+        self._positional = False  # True once O_APPEND is off (see fill_ahead)
         # Far more blocks than the data needs (beyond the last partial block and
         # extent-tree blocks): a process that died while holding a reservation; the
         # first `release_space` gives them back.
@@ -144,28 +158,53 @@ class RealFileHandle:
 
     def append_parts(self, parts: Sequence[bytes]) -> None:
         total = sum(map(len, parts))
-        if self._size + total > self._reserved_end and self._reserving:
-            self._reserve(self._size + total)
+        end = self._size + total
+        if end > self._reserved_end and end > self._filled_end and self._reserving:
+            self._reserve(end)
         try:
-            written = os.writev(self._fd, parts) if len(parts) <= _IOV_MAX else 0
+            if len(parts) > _IOV_MAX:
+                written = 0
+            elif self._positional:
+                written = os.pwritev(self._fd, parts, self._size)
+            else:
+                written = os.writev(self._fd, parts)
             if written != total:
                 self._write_rest(parts, written)
         except BaseException:
-            # After a short write or an error the size must be read back.
-            self._size = os.fstat(self._fd).st_size
+            # After a short write or an error the size must be read back. Bytes
+            # written into filled zeros are past `_size` and count for nothing.
+            if not self._positional:
+                self._size = os.fstat(self._fd).st_size
             raise
-        self._size += total
+        self._size = end
+        if end > self._filled_end:
+            self._filled_end = end
 
     def _write_rest(self, parts: Sequence[bytes], written: int) -> None:
-        """Finish a short or oversized writev, part by part."""
+        """Finish a short or oversized write, part by part."""
         pending = [memoryview(part) for part in parts if part]
+        position = self._size + written
         while pending:
             while pending and written >= len(pending[0]):
                 written -= len(pending[0])
                 pending.pop(0)
             if pending:
                 pending[0] = pending[0][written:]
-                written = os.writev(self._fd, pending[:_IOV_MAX])
+                if self._positional:
+                    written = os.pwritev(self._fd, pending[:_IOV_MAX], position)
+                else:
+                    written = os.writev(self._fd, pending[:_IOV_MAX])
+                position += written
+
+    def fill_ahead(self, end_max: int) -> None:
+        end = fill_end(self._size, self._filled_end, end_max)
+        if end is None:
+            return
+        if not self._positional:
+            flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
+            fcntl.fcntl(self._fd, fcntl.F_SETFL, flags & ~os.O_APPEND)
+            self._positional = True
+        self._filled_end = write_zeros(self._fd, max(self._filled_end, self._size), end)
 
     def _reserve(self, needed_end: int) -> None:
         ahead = reserve_ahead_bytes(self._size)
@@ -186,10 +225,14 @@ class RealFileHandle:
         os.ftruncate(self._fd, size)
         self._size = size
         self._reserved_end = size
+        self._filled_end = size
         self._leftover_reservation = False
 
     def release_space(self) -> None:
-        if self._reserved_end > self._size or self._leftover_reservation:
+        if self._filled_end > self._size:
+            # Zeros past the data are this handle's own (only the writer fills).
+            self.truncate(self._size)
+        elif self._reserved_end > self._size or self._leftover_reservation:
             # The file's own size, not ours: should another handle have appended,
             # cutting to a stale size would lose its data.
             self.truncate(os.fstat(self._fd).st_size)

@@ -230,8 +230,13 @@ class Log:
         point.finish()
 
     def sync_point(self) -> SegmentsSyncPoint:
-        """A sync of everything appended so far whose `run` may overlap later appends."""
+        """A sync of everything appended so far whose `run` may overlap later appends.
+
+        The active segment gets zeros ahead first when it runs short of them, so
+        this sync commits the longer file and the ones after it flush data only.
+        """
         self._check_open()
+        self._segments[-1].fill_ahead(self.config.segment_bytes_max)
         changes = self._directory_changes
 
         def finish(point: SegmentsSyncPoint) -> None:

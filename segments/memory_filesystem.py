@@ -5,8 +5,9 @@ that reads see, and as the *durable* view that survives a crash. The gap
 between the two is an ordered list of pending operations.
 
 * A file (inode) has durable content plus pending content operations: appends
-  (bytes) and truncations (a size). `handle.sync()` replays them onto the
-  durable content. Invariant: durable content + every pending op == current.
+  (bytes), truncations (a size) and writes over zeros a handle filled ahead
+  of its data (a position and bytes, see `zero_fill`). `handle.sync()` replays
+  them onto the durable content. Invariant: durable content + every pending op == current.
 * A directory has a durable name->inode mapping plus pending namespace
   operations (create, remove, rename). `sync_dir` commits them. Invariant:
   durable mapping + every pending op == current mapping.
@@ -20,7 +21,7 @@ between the two is an ordered list of pending operations.
 `crash(rng)` keeps, per directory, the durable mapping plus a random prefix
 of its pending operations (closed over renames as above); then, per surviving
 inode, the durable content plus a random prefix of its pending operations,
-where the last kept op, if an append, is torn half of the time. Afterwards everything is durable,
+where the last kept op, if a write, is torn half of the time. Afterwards everything is durable,
 every handle is closed and every lock released. All random draws happen in
 sorted path order, so a seed fully determines the outcome.
 
@@ -33,115 +34,31 @@ from __future__ import annotations
 
 import bisect
 import errno
-import functools
-import os
 import posixpath
 import random
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING
 
 from segments.errors import DataDirLockedError
+from segments.memory_file_handle import (
+    MemoryDirectoryLock,
+    MemoryFileHandle,
+    error_of,
+    serialised,
+)
 from segments.memory_inode import Directory, Inode, Link, NamespaceOp, Rename, apply_content
 
 if TYPE_CHECKING:
     from segments.filesystem import FileSystem
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _serialised(method: _F) -> _F:
-    """Run under the file system's lock: a group committer's fsync thread (sync
-    points) works on files while the event loop appends to others."""
-
-    @functools.wraps(method)
-    def locked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with self._guard:
-            return method(self, *args, **kwargs)
-
-    return cast(_F, locked)
-
-
-def _error(error_type: type[OSError], code: int, path: str) -> OSError:
-    return error_type(code, os.strerror(code), path)
-
-
-class MemoryFileHandle:
-    """A handle on an inode; it keeps working after the file is removed, like POSIX."""
-
-    def __init__(self, fs: MemoryFileSystem, inode: Inode, path: str) -> None:
-        self._fs = fs
-        self._inode = inode
-        self._path = path
-        # A crash bumps the file system's epoch, which closes every older handle.
-        self._epoch = fs._epoch
-        self._closed = False
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def _guard(self) -> threading.RLock:
-        return self._fs._guard
-
-    def _live(self) -> Inode:
-        if self._closed or self._epoch != self._fs._epoch:
-            raise ValueError(f"I/O operation on closed file {self._path}")
-        return self._inode
-
-    @_serialised
-    def size(self) -> int:
-        return len(self._live().current)
-
-    @_serialised
-    def append(self, data: bytes) -> None:
-        self._fs._append(self._live(), self._path, data)
-
-    @_serialised
-    def append_parts(self, parts: Sequence[bytes]) -> None:
-        for part in parts:
-            self.append(part)
-
-    @_serialised
-    def read_at(self, position: int, length: int) -> bytes:
-        inode = self._live()
-        if position < 0 or length < 0:
-            raise _error(OSError, errno.EINVAL, self._path)
-        return bytes(inode.current[position : position + length])
-
-    @_serialised
-    def truncate(self, size: int) -> None:
-        self._fs._truncate(self._live(), self._path, size)
-
-    def release_space(self) -> None:
-        """Nothing is reserved in memory."""
-
-    @_serialised
-    def sync(self) -> None:
-        inode = self._live()
-        self._fs._check_sync(self._path)
-        inode.sync()
-
-    @_serialised
-    def close(self) -> None:
-        self._closed = True
-
-
-class MemoryDirectoryLock:
-    def __init__(self, fs: MemoryFileSystem, path: str) -> None:
-        self._fs = fs
-        self.path = path
-
-    def release(self) -> None:
-        self._fs._release(self)
+__all__ = ["MemoryDirectoryLock", "MemoryFileHandle", "MemoryFileSystem"]
 
 
 class MemoryFileSystem:
     """Files in memory with explicit durability; see the module docstring."""
 
     def __init__(self, capacity_bytes: int | None = None) -> None:
-        self._guard = threading.RLock()  # see _serialised
+        self._guard = threading.RLock()  # see serialised
         self._capacity = capacity_bytes
         self._used = 0
         self._epoch = 0
@@ -151,7 +68,7 @@ class MemoryFileSystem:
         self.fail_sync = False
         """When set, `handle.sync()` and `sync_dir` raise EIO and make nothing durable."""
 
-    @_serialised
+    @serialised
     def open(self, path: str) -> MemoryFileHandle:
         path = posixpath.normpath(path)
         parent_path, parent, name = self._locate(path)
@@ -162,7 +79,7 @@ class MemoryFileSystem:
             parent.pending.append(Link(self._next_seq(), parent_path, name, inode))
         return MemoryFileHandle(self, inode, path)
 
-    @_serialised
+    @serialised
     def exists(self, path: str) -> bool:
         path = posixpath.normpath(path)
         if path in self._dirs:
@@ -170,16 +87,16 @@ class MemoryFileSystem:
         parent = self._dirs.get(posixpath.dirname(path) or ".")
         return parent is not None and posixpath.basename(path) in parent.current
 
-    @_serialised
+    @serialised
     def file_size(self, path: str) -> int:
         return len(self._file(path).current)
 
-    @_serialised
+    @serialised
     def listdir(self, path: str) -> list[str]:
         directory = self._directory(posixpath.normpath(path))
         return sorted([*directory.current, *directory.subdirs])
 
-    @_serialised
+    @serialised
     def makedirs(self, path: str) -> None:
         path = posixpath.normpath(path)
         if path in self._dirs:
@@ -189,21 +106,21 @@ class MemoryFileSystem:
         parent = self._dirs[parent_path]
         name = posixpath.basename(path)
         if name in parent.current:
-            raise _error(FileExistsError, errno.EEXIST, path)
+            raise error_of(FileExistsError, errno.EEXIST, path)
         self._dirs[path] = Directory()
         parent.subdirs.add(name)
 
-    @_serialised
+    @serialised
     def remove(self, path: str) -> None:
         path = posixpath.normpath(path)
         parent_path, parent, name = self._locate(path)
         inode = parent.current.pop(name, None)
         if inode is None:
-            raise _error(FileNotFoundError, errno.ENOENT, path)
+            raise error_of(FileNotFoundError, errno.ENOENT, path)
         self._unlink(inode)
         parent.pending.append(Link(self._next_seq(), parent_path, name, None))
 
-    @_serialised
+    @serialised
     def rename(self, source: str, destination: str) -> None:
         source = posixpath.normpath(source)
         destination = posixpath.normpath(destination)
@@ -222,7 +139,7 @@ class MemoryFileSystem:
         if target_path != source_path:
             target_dir.pending.append(op)
 
-    @_serialised
+    @serialised
     def sync_dir(self, path: str) -> None:
         path = posixpath.normpath(path)
         directory = self._directory(path)
@@ -231,7 +148,7 @@ class MemoryFileSystem:
         cuts[path] = len(directory.pending)
         self._commit_namespace(cuts)
 
-    @_serialised
+    @serialised
     def lock_dir(self, path: str) -> MemoryDirectoryLock:
         normalised = posixpath.normpath(path)
         self._directory(normalised)
@@ -243,32 +160,32 @@ class MemoryFileSystem:
         self._locks[normalised] = lock
         return lock
 
-    @_serialised
+    @serialised
     def set_capacity(self, capacity_bytes: int | None) -> None:
         """Limit the total bytes of all files; None means unlimited."""
         self._capacity = capacity_bytes
 
     @property
-    @_serialised
+    @serialised
     def used_bytes(self) -> int:
         return self._used
 
-    @_serialised
+    @serialised
     def snapshot_bytes(self, path: str) -> bytes:
         """The current content of `path`, as reads see it."""
         return bytes(self._file(path).current)
 
-    @_serialised
+    @serialised
     def durable_bytes(self, path: str) -> bytes:
         """The synced content of the inode now at `path` (ignores namespace durability)."""
         return bytes(self._file(path).durable)
 
-    @_serialised
+    @serialised
     def crash(self, rng: random.Random) -> None:
         """Lose power: keep durable state plus random prefixes of pending state."""
         self._power_loss(rng)
 
-    @_serialised
+    @serialised
     def crash_losing_all_unsynced(self) -> None:
         """Lose power and every unsynced operation: only durable state survives."""
         self._power_loss(None)
@@ -281,8 +198,8 @@ class MemoryFileSystem:
         directory = self._dirs.get(path)
         if directory is None:
             if self.exists(path):
-                raise _error(NotADirectoryError, errno.ENOTDIR, path)
-            raise _error(FileNotFoundError, errno.ENOENT, path)
+                raise error_of(NotADirectoryError, errno.ENOTDIR, path)
+            raise error_of(FileNotFoundError, errno.ENOENT, path)
         return directory
 
     def _locate(self, path: str) -> tuple[str, Directory, str]:
@@ -290,9 +207,9 @@ class MemoryFileSystem:
         parent_path = posixpath.dirname(path) or "."
         parent = self._dirs.get(parent_path)
         if parent is None:
-            raise _error(FileNotFoundError, errno.ENOENT, path)
+            raise error_of(FileNotFoundError, errno.ENOENT, path)
         if path in self._dirs:
-            raise _error(IsADirectoryError, errno.EISDIR, path)
+            raise error_of(IsADirectoryError, errno.EISDIR, path)
         return parent_path, parent, posixpath.basename(path)
 
     def _file(self, path: str) -> Inode:
@@ -300,7 +217,7 @@ class MemoryFileSystem:
         _, parent, name = self._locate(path)
         inode = parent.current.get(name)
         if inode is None:
-            raise _error(FileNotFoundError, errno.ENOENT, path)
+            raise error_of(FileNotFoundError, errno.ENOENT, path)
         return inode
 
     def _unlink(self, inode: Inode) -> None:
@@ -321,15 +238,30 @@ class MemoryFileSystem:
             if inode.linked:
                 self._used += len(written)
         if len(written) < len(data):
-            raise _error(OSError, errno.ENOSPC, path)
+            raise error_of(OSError, errno.ENOSPC, path)
+
+    def _write_at(self, inode: Inode, path: str, position: int, data: bytes) -> None:
+        """Write over the file from `position` (at most its end), growing it if need be."""
+        before = len(inode.current)
+        growth = max(0, position + len(data) - before)
+        room = self._room(inode)
+        cut = 0 if room is None else max(0, growth - room)
+        written = bytes(data[: len(data) - cut])
+        if written:
+            apply_content(inode.current, (position, written))
+            inode.pending.append((position, written))
+            if inode.linked:
+                self._used += len(inode.current) - before
+        if cut:
+            raise error_of(OSError, errno.ENOSPC, path)
 
     def _truncate(self, inode: Inode, path: str, size: int) -> None:
         if size < 0:
-            raise _error(OSError, errno.EINVAL, path)
+            raise error_of(OSError, errno.EINVAL, path)
         growth = size - len(inode.current)
         room = self._room(inode)
         if room is not None and growth > room:
-            raise _error(OSError, errno.ENOSPC, path)
+            raise error_of(OSError, errno.ENOSPC, path)
         apply_content(inode.current, size)
         inode.pending.append(size)
         if inode.linked:
@@ -337,7 +269,7 @@ class MemoryFileSystem:
 
     def _check_sync(self, path: str) -> None:
         if self.fail_sync:
-            raise _error(OSError, errno.EIO, path)
+            raise error_of(OSError, errno.EIO, path)
 
     def _release(self, lock: MemoryDirectoryLock) -> None:
         # Identity check: a lock from before a crash must not free its successor.

@@ -10,17 +10,30 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-# An append (the bytes written) or a truncation (the new size).
-ContentOp = bytes | int
+# An append (the bytes written), a truncation (the new size), or a write at a
+# position inside or at the end of the file (position, bytes).
+ContentOp = bytes | int | tuple[int, bytes]
 
 
 def apply_content(buffer: bytearray, op: ContentOp) -> None:
     if isinstance(op, bytes):
         buffer += op
+    elif isinstance(op, tuple):
+        position, data = op
+        buffer[position : position + len(data)] = data
     elif op <= len(buffer):
         del buffer[op:]
     else:
         buffer.extend(bytes(op - len(buffer)))
+
+
+def _torn(op: ContentOp, rng: random.Random) -> ContentOp:
+    """The part of a write that reached the disk before the power went."""
+    if isinstance(op, bytes) and op:
+        return op[: rng.randrange(len(op))]
+    if isinstance(op, tuple) and op[1]:
+        return op[0], op[1][: rng.randrange(len(op[1]))]
+    return op
 
 
 @dataclass(eq=False)
@@ -40,11 +53,10 @@ class Inode:
         """Replace the current content by what a power loss leaves on disk."""
         if rng is not None and self.pending:
             kept = self.pending[: rng.randint(0, len(self.pending))]
-            last = kept[-1] if kept else None
             # Half of the time the last write completes, so crashes also land
             # cleanly between writes rather than almost always inside one.
-            if isinstance(last, bytes) and last and rng.randrange(2):
-                kept[-1] = last[: rng.randrange(len(last))]
+            if kept and not isinstance(kept[-1], int) and rng.randrange(2):
+                kept[-1] = _torn(kept[-1], rng)
             for op in kept:
                 apply_content(self.durable, op)
         self.pending.clear()

@@ -87,7 +87,8 @@ class Segment:
     ) -> tuple[Segment, int]:
         """Open the active segment: validate every batch, cut a torn or corrupt tail.
 
-        Returns the segment and the number of bytes cut off.
+        Returns the segment and the number of bytes cut off before any zeros
+        that were filled ahead of the data.
         """
         segment = cls(fs, directory, base_offset, interval)
         handle = segment.handle()
@@ -95,10 +96,14 @@ class Segment:
         segment._offset_index = OffsetIndex()
         segment._time_index = TimeIndex()
         valid_end = segment._index_from(0, expected_base=base_offset)
-        if valid_end < file_size:
-            handle.truncate(valid_end)
-            handle.sync()
-        return segment, file_size - valid_end
+        if valid_end == file_size:
+            return segment, 0
+        # Zeros filled ahead of the data (see `zero_fill`) were never data: only
+        # what precedes them counts as cut.
+        tail = handle.read_at(valid_end, file_size - valid_end)
+        handle.truncate(valid_end)
+        handle.sync()
+        return segment, len(tail.rstrip(b"\0"))
 
     def _index_from(self, position: int, expected_base: int) -> int:
         """Scan batches from `position`, adding index entries; return where valid data ends."""
@@ -162,6 +167,11 @@ class Segment:
             self._note_batch(position, batch.base_offset, batch.record_count,
                              batch.first_timestamp_ms, batch.max_timestamp_ms, size)
             position += size
+
+    def fill_ahead(self, size_max: int) -> None:
+        """Zeros ahead of the data for later appends to overwrite, so the syncs that
+        follow flush data only (see `zero_fill`); never past `size_max`."""
+        self.handle().fill_ahead(size_max)
 
     def sync(self) -> None:
         self.handle().sync()

@@ -46,6 +46,9 @@ class FlakyHandle:
     def release_space(self) -> None:
         self._inner.release_space()
 
+    def fill_ahead(self, end_max: int) -> None:
+        self._inner.fill_ahead(end_max)
+
     def sync(self) -> None:
         self._inner.sync()
 

@@ -42,6 +42,10 @@ class CountingHandle:
     def release_space(self) -> None:
         self._inner.release_space()
 
+    def fill_ahead(self, end_max: int) -> None:
+        self._fs.step()
+        self._inner.fill_ahead(end_max)
+
     def sync(self) -> None:
         self._fs.step()
         self._inner.sync()
