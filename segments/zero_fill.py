@@ -29,8 +29,9 @@ import os
 # Zeros ahead of the data: a quarter of the data, at most FILL_AHEAD_BYTES, and
 # none below FILL_MIN_BYTES, so a quiet queue's small segment (or a metadata
 # log) holds no zeros it may never use. Each fill is one metadata commit; a
-# queue writing 64 KB per sync gets 8 syncs that flush data only in between.
-FILL_AHEAD_BYTES = 1 << 20
+# queue writing 64 KB per sync gets 32 syncs that flush data only in between
+# (1 MiB gave 8, and the group-commit benchmark 10% less: docs/benchmarks.md).
+FILL_AHEAD_BYTES = 4 << 20
 FILL_MIN_BYTES = 64 << 10
 _ZEROS = memoryview(bytes(256 << 10))
 # The disk is full or the file at its limit: stop filling, the appends decide.

@@ -19,7 +19,7 @@ SEGMENT_MAX = 64 << 20
 
 
 def test_fill_is_due_only_when_few_zeros_are_left_and_stops_at_the_segment_limit() -> None:
-    big = 8 << 20  # a quarter of it is more than FILL_AHEAD_BYTES
+    big = 8 * FILL_AHEAD_BYTES  # a quarter of it is more than FILL_AHEAD_BYTES
     assert fill_end(big, big, SEGMENT_MAX) == big + FILL_AHEAD_BYTES
     assert fill_end(big, big + FILL_AHEAD_BYTES // 2, SEGMENT_MAX) is None
     assert fill_end(big, big + FILL_AHEAD_BYTES // 2 - 1, SEGMENT_MAX) == big + FILL_AHEAD_BYTES
@@ -53,7 +53,7 @@ def test_write_zeros_stops_quietly_on_a_full_disk_and_raises_other_errors(
         write_zeros(3, 0, 10)
 
 
-BASE = random.Random(0).randbytes(4 << 20)  # enough data for a full stretch of zeros
+BASE = random.Random(0).randbytes(4 * FILL_AHEAD_BYTES)  # enough for a full stretch of zeros
 
 
 def test_a_real_handle_appends_over_its_zeros_and_cuts_them_on_release(tmp_path: Path) -> None:
