@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from api.http.api_context import ApiContext
 from api.http.body_limit import BodyLimitMiddleware
@@ -23,6 +23,7 @@ from api.http.routes import (
     replay,
     websocket,
 )
+from api.http.text_checks import refuse_unencodable_text
 
 
 def create_app(context: ApiContext) -> FastAPI:
@@ -31,6 +32,7 @@ def create_app(context: ApiContext) -> FastAPI:
         version="0.1.0",
         description="Management (shaped like RabbitMQ's HTTP API), data plane, replay, "
                     "WebSocket at /ws and Prometheus metrics at /metrics.",
+        dependencies=[Depends(refuse_unencodable_text)],
     )
     app.state.context = context
     install_error_handlers(app)

@@ -1,0 +1,89 @@
+"""JSON bodies holding lone surrogates are a 400 naming the field, before anything keeps them.
+
+Before, a queue declared with `{"arguments": {"x": "\\ud800"}}` was accepted, and every
+listing that showed it answered 500 from then on. The app runs on a real single-node
+broker in a temporary directory, called through httpx's ASGI transport.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from api.http.api_context import ApiContext, Listeners
+from api.http.app import create_app
+from api.http.text_checks import unencodable_field
+from logbroker.broker import Broker
+from logbroker.broker_config import BrokerConfig
+
+LONE = "\ud800"
+
+
+@pytest.fixture
+async def http(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path), node_name="n1"))
+    context = ApiContext(broker, Listeners(5672, 15672, "127.0.0.1"))
+    transport = httpx.ASGITransport(app=create_app(context))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test",
+                                 auth=("guest", "guest")) as client:
+        yield client
+    await broker.close()
+
+
+async def _send(http: httpx.AsyncClient, method: str, path: str, body: Any) -> httpx.Response:
+    # json.dumps escapes the surrogate ("\\ud800"): valid JSON text, as a client sends it.
+    return await http.request(method, path, content=json.dumps(body),
+                              headers={"content-type": "application/json"})
+
+
+@pytest.mark.parametrize("method, path, body, field", [
+    ("PUT", "/api/queues/%2F/q", {"arguments": {"x-foo": LONE}}, "arguments.x-foo"),
+    ("PUT", "/api/queues/%2F/q", {"arguments": {"x": [1, {"a": LONE}]}}, "arguments.x.1.a"),
+    ("PUT", "/api/queues/%2F/q", {"arguments": {"\udc00": 1}}, "arguments.\\udc00"),
+    ("PUT", "/api/exchanges/%2F/x", {"type": "direct", "arguments": {"k": LONE}}, "arguments.k"),
+    ("POST", "/api/bindings/%2F/e/amq.direct/q/qq", {"routing_key": LONE}, "routing_key"),
+    ("PUT", "/api/policies/%2F/p", {"pattern": ".*", "definition": {"x": LONE}},
+     "definition.x"),
+    ("PUT", "/api/users/u", {"password": LONE, "tags": ""}, "password"),
+    ("POST", "/api/definitions", {"queues": [{"name": LONE, "vhost": "/"}]}, "queues.0.name"),
+    ("POST", "/api/exchanges/%2F/amq.default/publish",
+     {"routing_key": "qq", "payload": LONE, "payload_encoding": "string", "properties": {}},
+     "payload"),
+    ("POST", "/api/exchanges/%2F/amq.default/publish-batch",
+     {"messages": [{"routing_key": "qq", "payload": "ok"},
+                   {"routing_key": "qq", "payload": "a" + LONE}]}, "messages.1.payload"),
+])
+async def test_a_lone_surrogate_is_a_400_naming_the_field_and_nothing_is_kept(
+        http: httpx.AsyncClient, method: str, path: str, body: Any, field: str) -> None:
+    assert (await http.put("/api/queues/%2F/qq", json={})).status_code in (201, 204)
+    answer = await _send(http, method, path, body)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["field"] == field
+    for listing in ("/api/queues", "/api/exchanges", "/api/bindings", "/api/policies",
+                    "/api/users", "/api/definitions"):
+        assert (await http.get(listing)).status_code == 200, listing
+    assert (await http.get("/api/queues/%2F/qq")).json()["messages"] == 0
+
+
+async def test_text_outside_the_basic_plane_is_kept_and_listed(http: httpx.AsyncClient) -> None:
+    answer = await _send(http, "PUT", "/api/queues/%2F/q", {"arguments": {"x-é": "ü😀"}})
+    assert answer.status_code in (201, 204), answer.text
+    assert (await http.get("/api/queues/%2F/q")).json()["arguments"] == {"x-é": "ü😀"}
+
+
+async def test_bodies_that_are_not_json_are_left_to_fastapi(http: httpx.AsyncClient) -> None:
+    answer = await http.put("/api/queues/%2F/q", content=b"{not json",
+                            headers={"content-type": "application/json"})
+    assert answer.status_code == 400 and answer.json()["field"] == "body"
+
+
+def test_the_walk_finds_the_first_field_in_document_order() -> None:
+    assert unencodable_field({"a": "ok", "b": [LONE], "c": LONE}) == "b.0"
+    assert unencodable_field([{"x": 1}, "ü", LONE]) == "2"
+    assert unencodable_field(LONE) == "body"
+    assert unencodable_field({"deep": [[[{"k": "fine"}]]], "n": None, "t": True}) is None
