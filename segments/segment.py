@@ -38,6 +38,21 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:0{NAME_DIGITS}d}{suffix}"
 
 
+def _bytes_before_zeros(handle: FileHandle, start: int, end: int, chunk_bytes: int = 1 << 20
+                        ) -> int:
+    """How much of `[start, end)` precedes its trailing zeros: zeros filled ahead of
+    the data (see `zero_fill`) were never data, so only the rest counts as cut.
+    Read backwards a chunk at a time, so a long damaged tail costs no more memory."""
+    chunk_end = end
+    while chunk_end > start:
+        chunk_start = max(start, chunk_end - chunk_bytes)
+        kept = len(handle.read_at(chunk_start, chunk_end - chunk_start).rstrip(b"\0"))
+        if kept:
+            return chunk_start + kept - start
+        chunk_end = chunk_start
+    return 0
+
+
 class Segment:
     def __init__(
         self, fs: FileSystem, directory: str, base_offset: int, index_interval_bytes: int
@@ -98,12 +113,10 @@ class Segment:
         valid_end = segment._index_from(0, expected_base=base_offset)
         if valid_end == file_size:
             return segment, 0
-        # Zeros filled ahead of the data (see `zero_fill`) were never data: only
-        # what precedes them counts as cut.
-        tail = handle.read_at(valid_end, file_size - valid_end)
+        cut = _bytes_before_zeros(handle, valid_end, file_size)
         handle.truncate(valid_end)
         handle.sync()
-        return segment, len(tail.rstrip(b"\0"))
+        return segment, cut
 
     def _index_from(self, position: int, expected_base: int) -> int:
         """Scan batches from `position`, adding index entries; return where valid data ends."""

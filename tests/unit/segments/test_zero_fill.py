@@ -190,3 +190,15 @@ def test_memory_handle_stops_filling_on_a_full_disk_and_appends_go_on() -> None:
     assert handle.read_at(len(BASE), 10) == b"def" + bytes(7)
     handle.close()
     assert fs.snapshot_bytes("/f") == BASE + b"def"
+
+
+def test_the_cut_counts_what_precedes_the_zeros_whatever_the_chunking() -> None:
+    from segments.segment import _bytes_before_zeros
+
+    fs = MemoryFileSystem()
+    handle = fs.open("/f")
+    handle.append(b"d" * 100 + b"torn\x00tail" + bytes(5000))
+    for chunk in (1, 3, 7, 64, 1 << 20):
+        assert _bytes_before_zeros(handle, 100, 5109, chunk) == 9  # "torn\0tail"
+        assert _bytes_before_zeros(handle, 109, 5109, chunk) == 0
+    assert _bytes_before_zeros(handle, 5109, 5109) == 0
