@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Depends, Response
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, admin_user
 from api.http.http_errors import ApiError
+from api.http.views import jsonable
 from logbroker.definitions_document import (
     DefinitionsError,
     export_definitions,
@@ -23,7 +24,10 @@ Admin = Depends(admin_user)
 
 @router.get("/api/definitions")
 async def get_definitions(ctx: ApiContext = Context, _who: Principal = Admin) -> dict[str, Any]:
-    return export_definitions(ctx.broker.state)
+    # Arguments declared over AMQP may hold bytes, decimals or timestamps: as JSON,
+    # like every other view of them (a bytes value is not UTF-8 text as it stands).
+    exported: dict[str, Any] = jsonable(export_definitions(ctx.broker.state))
+    return exported
 
 
 @router.post("/api/definitions", status_code=204)

@@ -1,12 +1,16 @@
-"""JSON bodies holding lone surrogates are a 400 naming the field, before anything keeps them.
+"""Text the JSON answers could not encode: refused on the way in, converted on the way out.
 
 Before, a queue declared with `{"arguments": {"x": "\\ud800"}}` was accepted, and every
-listing that showed it answered 500 from then on. The app runs on a real single-node
-broker in a temporary directory, called through httpx's ASGI transport.
+listing that showed it answered 500 from then on; and a queue declared over AMQP with
+a byte-string argument that is not UTF-8 made the definitions export a 500. The app
+runs on a real single-node broker in a temporary directory, called through httpx's
+ASGI transport.
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,19 +24,25 @@ from api.http.app import create_app
 from api.http.text_checks import unencodable_field
 from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig
+from logbroker.metadata.commands import DeclareQueue
 
 LONE = "\ud800"
 
 
 @pytest.fixture
-async def http(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path), node_name="n1"))
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    opened = Broker.open(BrokerConfig(data_dir=str(tmp_path), node_name="n1"))
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def http(broker: Broker) -> AsyncIterator[httpx.AsyncClient]:
     context = ApiContext(broker, Listeners(5672, 15672, "127.0.0.1"))
     transport = httpx.ASGITransport(app=create_app(context))
     async with httpx.AsyncClient(transport=transport, base_url="http://test",
                                  auth=("guest", "guest")) as client:
         yield client
-    await broker.close()
 
 
 async def _send(http: httpx.AsyncClient, method: str, path: str, body: Any) -> httpx.Response:
@@ -87,3 +97,20 @@ def test_the_walk_finds_the_first_field_in_document_order() -> None:
     assert unencodable_field([{"x": 1}, "ü", LONE]) == "2"
     assert unencodable_field(LONE) == "body"
     assert unencodable_field({"deep": [[[{"k": "fine"}]]], "n": None, "t": True}) is None
+
+
+async def test_amqp_values_in_arguments_export_as_json(broker: Broker,
+                                                      http: httpx.AsyncClient) -> None:
+    """AMQP tables hold bytes (not always UTF-8), decimals and timestamps; the export
+    shows them as every queue view does."""
+    arguments = {"x-bytes": b"\xff\xfe", "x-decimal": decimal.Decimal("1.5"),
+                 "x-time": datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC),
+                 "x-list": [b"ok", 1]}
+    await broker.apply(DeclareQueue("/", "amqp-declared", arguments=arguments))
+    answer = await http.get("/api/definitions")
+    assert answer.status_code == 200, answer.text
+    [queue] = [q for q in answer.json()["queues"] if q["name"] == "amqp-declared"]
+    assert queue["arguments"] == {"x-bytes": "\ufffd\ufffd", "x-decimal": 1.5,
+                                  "x-time": 1577836800, "x-list": ["ok", 1]}
+    view = (await http.get("/api/queues/%2F/amqp-declared")).json()
+    assert view["arguments"] == queue["arguments"]
