@@ -210,19 +210,24 @@ class Log(LogShortening):
         return self.has_unconfirmed_seals
 
     def sync(self) -> None:
-        """Make everything appended so far durable (rolled segments first)."""
-        point = self.sync_point()
+        """Make everything appended so far durable (rolled segments first).
+
+        No zeros are filled ahead here: this is the sync of a close, a truncation
+        or an interval, not one that confirms appends waiting for it."""
+        point = self.sync_point(fill_ahead=False)
         point.run()
         point.finish()
 
-    def sync_point(self) -> SegmentsSyncPoint:
+    def sync_point(self, fill_ahead: bool = True) -> SegmentsSyncPoint:
         """A sync of everything appended so far whose `run` may overlap later appends.
 
-        The active segment gets zeros ahead first when it runs short of them, so
-        this sync commits the longer file and the ones after it flush data only.
+        With `fill_ahead` (a group committer's sync, which appends wait for), the
+        active segment gets zeros ahead first when it runs short of them, so this
+        sync commits the longer file and the ones after it flush data only.
         """
         self._check_open()
-        self._segments[-1].fill_ahead(self.config.segment_bytes_max)
+        if fill_ahead:
+            self._segments[-1].fill_ahead(self.config.segment_bytes_max)
         changes = self._directory_changes
 
         def finish(point: SegmentsSyncPoint) -> None:

@@ -94,6 +94,13 @@ def test_appends_past_the_zeros_extend_the_file_and_truncate_resets(tmp_path: Pa
     assert path.read_bytes() == BASE[:10] + b"x"
 
 
+def _committed(log: Log) -> None:
+    """Sync as a group committer does (a sync point): the kind of sync that fills."""
+    point = log.sync_point()
+    point.run()
+    point.finish()
+
+
 def _records(count: int, seed: int) -> list[Record]:
     rng = random.Random(seed)
     return [Record(rng.randbytes(rng.randrange(1, 3000)), i) for i in range(count)]
@@ -105,9 +112,9 @@ def test_a_log_opened_from_files_with_zeros_ahead_loses_nothing_and_cuts_them(
     log = Log.open(RealFileSystem(), str(tmp_path / "live"))
     records = _records(400, seed=2)
     log.append(records[:300])
-    log.sync()  # fills zeros ahead of the data
+    _committed(log)  # fills zeros ahead of the data
     log.append(records[300:])
-    log.sync()
+    _committed(log)
     [segment_file] = [name for name in os.listdir(tmp_path / "live") if name.endswith(".log")]
     assert os.path.getsize(tmp_path / "live" / segment_file) > log.size_bytes
     # What a kill -9 leaves on disk: the files as they are, zeros included.
@@ -127,7 +134,7 @@ def test_a_log_opened_from_files_with_zeros_ahead_loses_nothing_and_cuts_them(
 def test_a_torn_batch_before_the_zeros_is_counted_as_cut(tmp_path: Path) -> None:
     log = Log.open(RealFileSystem(), str(tmp_path / "q"))
     log.append(_records(300, seed=3))
-    log.sync()
+    _committed(log)
     size = log.size_bytes
     [name] = [n for n in os.listdir(tmp_path / "q") if n.endswith(".log")]
     fd = os.open(tmp_path / "q" / name, os.O_WRONLY)
@@ -146,7 +153,7 @@ def test_rolled_segments_keep_no_zeros(tmp_path: Path) -> None:
     log = Log.open(RealFileSystem(), str(tmp_path / "q"), config)
     for seed in range(40):
         log.append(_records(100, seed))
-        log.sync()
+        _committed(log)
     assert log.segment_count > 2
     summaries = log.segment_summaries()
     directory = tmp_path / "q"
@@ -169,7 +176,7 @@ def test_memory_handle_fills_and_a_crash_keeps_a_valid_prefix_with_every_synced_
             log.append(batch)
             written += [r.value for r in batch]
             if rng.randrange(2):
-                log.sync()
+                _committed(log)
                 synced = list(written)
         fs.crash(rng)
         reopened = Log.open(fs, "/q")
@@ -202,3 +209,14 @@ def test_the_cut_counts_what_precedes_the_zeros_whatever_the_chunking() -> None:
         assert _bytes_before_zeros(handle, 100, 5109, chunk) == 9  # "torn\0tail"
         assert _bytes_before_zeros(handle, 109, 5109, chunk) == 0
     assert _bytes_before_zeros(handle, 5109, 5109) == 0
+
+
+def test_explicit_syncs_fill_nothing(tmp_path: Path) -> None:
+    """A close, a truncation or an interval sync confirms no waiting append: zeros there
+    would only be written to be cut again."""
+    log = Log.open(RealFileSystem(), str(tmp_path / "q"))
+    log.append(_records(300, seed=9))
+    log.sync()
+    [name] = [n for n in os.listdir(tmp_path / "q") if n.endswith(".log")]
+    assert os.path.getsize(tmp_path / "q" / name) == log.size_bytes
+    log.close()
