@@ -9,9 +9,11 @@ fdatasync has to keep, so it only flushes the data: on this project's VM a
 overwrites (docs/benchmarks.md). It is the trick PostgreSQL plays with its
 zero-filled WAL segments.
 
-How: a log's active segment is filled a stretch ahead of its data when a sync
-is taken (`Segment.fill_ahead`), so the stretch's new size is committed by
-that sync and the appends after it land on zeros. Appends then write at the
+How: a log's active segment is filled a stretch ahead of its data when a group
+committer takes a sync point (`Log.sync_point`, `Segment.fill_ahead`), so the
+stretch's new size is committed by that sync and the appends after it land on
+zeros (filling on the loop; a filler thread was tried and lost to the GIL, see
+docs/benchmarks.md). Appends then write at the
 end of the data (`pwritev` at a position) rather than at the end of the file.
 The zeros are never data: every reader stops at the segment's size, sealing
 and closing cut them off, and recovery after a crash cuts them like any tail
