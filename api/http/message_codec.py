@@ -85,6 +85,8 @@ def properties_to_json(properties: Properties) -> dict[str, Any]:
 
 
 def decode_payload(payload: str, encoding: str, field: str = "payload") -> bytes:
+    """The body of `payload` under `encoding`; errors name `field`, or its sibling
+    `payload_encoding` (`messages.3.payload` -> `messages.3.payload_encoding`)."""
     if encoding == "string":
         return payload.encode("utf-8", "surrogatepass")
     if encoding == "base64":
@@ -92,7 +94,9 @@ def decode_payload(payload: str, encoding: str, field: str = "payload") -> bytes
             return base64.b64decode(payload, validate=True)
         except (binascii.Error, ValueError) as error:
             raise ApiError(400, f"{field} is not valid base64", field) from error
-    raise ApiError(400, "payload_encoding must be 'string' or 'base64'", "payload_encoding")
+    prefix, dot, _ = field.rpartition(".")
+    encoding_field = f"{prefix}{dot}payload_encoding"
+    raise ApiError(400, f"{encoding_field} must be 'string' or 'base64'", encoding_field)
 
 
 def encode_payload(body: bytes, encoding: str = "auto") -> tuple[str, str]:

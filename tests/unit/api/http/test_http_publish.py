@@ -120,3 +120,9 @@ async def test_a_payload_error_names_the_message_by_its_index(broker: Broker) ->
     with pytest.raises(ApiError) as raised:
         build_message(broker, SESSION, "", {"payload": "!!", "payload_encoding": "base64"}, 4)
     assert raised.value.field == "messages.4.payload"
+
+
+async def test_an_unknown_payload_encoding_names_the_message_by_its_index(broker: Broker) -> None:
+    with pytest.raises(ApiError) as raised:
+        build_message(broker, SESSION, "", {"payload": "x", "payload_encoding": "hex"}, 4)
+    assert raised.value.field == "messages.4.payload_encoding"

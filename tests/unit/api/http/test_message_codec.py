@@ -39,6 +39,21 @@ def test_payload_encodings() -> None:
         decode_payload("!!", "base64")
     with pytest.raises(ApiError):
         decode_payload("x", "hex")
+
+
+@pytest.mark.parametrize("field, encoding_field", [
+    ("payload", "payload_encoding"),
+    ("messages.3.payload", "messages.3.payload_encoding"),
+])
+def test_an_unknown_encoding_names_the_message_it_belongs_to(field: str,
+                                                             encoding_field: str) -> None:
+    with pytest.raises(ApiError) as raised:
+        decode_payload("x", "hex", field)
+    assert (raised.value.status, raised.value.field) == (400, encoding_field)
+    assert raised.value.reason.startswith(encoding_field)
+
+
+def test_payload_encodings_round_trip() -> None:
     assert encode_payload(b"text") == ("text", "string")
     assert encode_payload(b"\xff\x00") == ("/wA=", "base64")
     assert encode_payload(b"text", "base64") == ("dGV4dA==", "base64")
