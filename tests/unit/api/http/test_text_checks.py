@@ -97,6 +97,13 @@ def test_the_walk_finds_the_first_field_in_document_order() -> None:
     assert unencodable_field([{"x": 1}, "ü", LONE]) == "2"
     assert unencodable_field(LONE) == "body"
     assert unencodable_field({"deep": [[[{"k": "fine"}]]], "n": None, "t": True}) is None
+    # What the fast check (orjson) cannot encode for other reasons is walked instead.
+    assert unencodable_field({"big": 2**70, "x": [LONE]}) == "x.0"
+    assert unencodable_field({"big": 2**70}) is None
+    nested: object = "fine"
+    for _ in range(300):  # deeper than orjson's limit
+        nested = [nested]
+    assert unencodable_field({"n": nested}) is None
 
 
 async def test_amqp_values_in_arguments_export_as_json(broker: Broker,
