@@ -10,6 +10,7 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     [node]
     name = "logbroker@localhost"
     data_dir = "./logbroker-data"
+    event_loop = "auto"         # auto (uvloop when installed) | asyncio | uvloop
     [amqp]
     host = "0.0.0.0"
     port = 5672
@@ -50,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from logbroker.broker_config import BrokerConfig
+from logbroker.event_loop import resolve_event_loop, run_on
 from logbroker.queue.publisher_flow import FlowLimits
 from segments.errors import DataDirLockedError
 from segments.group_commit import FsyncPolicy
@@ -64,6 +66,7 @@ logger = logging.getLogger("logbroker")
 SETTINGS: tuple[tuple[str, str, str, str, type], ...] = (
     ("data_dir", "LOGBROKER_DATA_DIR", "node", "data_dir", str),
     ("node_name", "LOGBROKER_NODE_NAME", "node", "name", str),
+    ("event_loop", "LOGBROKER_EVENT_LOOP", "node", "event_loop", str),
     ("host", "LOGBROKER_HOST", "amqp", "host", str),
     ("amqp_port", "LOGBROKER_AMQP_PORT", "amqp", "port", int),
     ("http_port", "LOGBROKER_HTTP_PORT", "http", "port", int),
@@ -92,6 +95,7 @@ _FLOW_DEFAULTS = FlowLimits()
 class ServeSettings:
     data_dir: str = "./logbroker-data"
     node_name: str = "logbroker@localhost"
+    event_loop: str = "auto"
     host: str = "0.0.0.0"
     amqp_port: int = 5672
     http_port: int = 15672
@@ -178,6 +182,10 @@ def resolve_settings(
     except ValueError as error:
         raise SettingsError(str(error)) from error
     _check_flow(settings)
+    try:
+        settings.event_loop = resolve_event_loop(settings.event_loop)
+    except ValueError as error:
+        raise SettingsError(str(error)) from error
     settings.cluster_secret = environment.get(SECRET_VARIABLE, "")
     return settings
 
@@ -201,9 +209,9 @@ async def serve(settings: ServeSettings) -> int:
         cluster_name=settings.node_name,
     )
     server = await start_amqp_server(broker, settings.host, settings.amqp_port, server_config)
-    logger.info("logbroker %s listening for AMQP 0-9-1 on %s:%d (data in %s)",
+    logger.info("logbroker %s listening for AMQP 0-9-1 on %s:%d (data in %s, %s loop)",
                 settings.node_name, settings.host, settings.amqp_port,
-                os.path.abspath(settings.data_dir))
+                os.path.abspath(settings.data_dir), settings.event_loop)
     context = ApiContext(broker, Listeners(settings.amqp_port, settings.http_port,
                                            settings.host),
                          cluster=cluster.membership if cluster is not None else None,
@@ -297,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         settings = resolve_settings(arguments, dict(os.environ))
-        return asyncio.run(serve(settings))
+        return run_on(settings.event_loop, serve(settings))
     except SettingsError as error:
         print(f"logbroker: {error}", file=sys.stderr)
         return 2

@@ -37,6 +37,7 @@ def test_precedence_is_file_then_environment_then_flags(tmp_path: Path) -> None:
     {"LOGBROKER_FLOW_HIGH": "-1"},
     {"LOGBROKER_FLOW_HIGH": "50", "LOGBROKER_FLOW_LOW": "50"},
     {"LOGBROKER_FLOW_HOLD_MAX_MS": "0"},
+    {"LOGBROKER_EVENT_LOOP": "trio"},
 ])
 def test_bad_settings_are_clear_errors(environment: dict[str, str]) -> None:
     with pytest.raises(SettingsError):
@@ -54,3 +55,12 @@ def test_publisher_flow_comes_from_the_flow_section_and_zero_turns_it_off(tmp_pa
     assert limits.stall_ms == FlowLimits().stall_ms  # the rest keep their defaults
     off = resolve_settings(parse("--flow-high", "0"), {})
     assert off.broker_config().publisher_flow is None
+
+
+def test_the_event_loop_is_uvloop_when_installed_unless_asyncio_is_asked_for(
+        tmp_path: Path) -> None:
+    assert resolve_settings(parse(), {}).event_loop == "uvloop"  # a dependency here
+    assert resolve_settings(parse("--event-loop", "asyncio"), {}).event_loop == "asyncio"
+    config = tmp_path / "broker.toml"
+    config.write_text('[node]\nevent_loop = "asyncio"\n')
+    assert resolve_settings(parse("--config", str(config)), {}).event_loop == "asyncio"

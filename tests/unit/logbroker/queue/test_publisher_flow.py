@@ -224,3 +224,49 @@ def test_an_open_phase_without_publishes_is_measured_anew() -> None:
     assert not queue.publish(0)  # too long ago to tell anything: measured afresh
     queue.run(10, 20)
     assert queue.publish(0)
+
+
+def trial_with_publishes(queue: Queue, held_per_10ms: int, open_per_10ms: int,
+                         published_per_10ms: int) -> None:
+    """100 ms open (publishers adding `published_per_10ms`), then a hold that ends on
+    the trial's maximum, until the trial judges."""
+    queue.ready = 10_000
+    assert not queue.publish(0)  # a backlog: measuring open from here
+    while queue.flow.mode is FlowMode.TRIAL:
+        for _ in range(10):
+            queue.ready += published_per_10ms
+            queue.run(10, open_per_10ms)
+        assert queue.publish(0)
+        for _ in range(10):
+            queue.run(10, held_per_10ms)
+        assert not queue.flow.holding  # 100 ms: the trial's maximum hold
+
+
+def test_a_smaller_gain_is_enough_when_publishers_ran_close_to_the_held_rate() -> None:
+    # A saturated broker on a fast loop: holding gains 1.25x, and the publishers ran
+    # only 1.2x as fast as the consumers take messages while held.
+    queue = Queue()
+    trial_with_publishes(queue, held_per_10ms=25, open_per_10ms=20, published_per_10ms=30)
+    assert queue.flow.mode is FlowMode.FLOW
+
+
+def test_a_smaller_gain_is_not_enough_when_publishers_ran_far_ahead() -> None:
+    # A consumer application at its own pace, sharing the CPU: the same 1.25x gain, but
+    # its publishers ran 4x as fast as it takes messages even while they are held.
+    queue = Queue()
+    trial_with_publishes(queue, held_per_10ms=25, open_per_10ms=20, published_per_10ms=100)
+    assert queue.flow.mode is FlowMode.COOLDOWN
+
+
+def test_below_the_close_gain_publishers_close_behind_are_not_held() -> None:
+    queue = Queue()
+    trial_with_publishes(queue, held_per_10ms=22, open_per_10ms=20, published_per_10ms=22)
+    assert queue.flow.mode is FlowMode.COOLDOWN
+
+
+def test_a_shrinking_backlog_counts_as_nothing_published() -> None:
+    # Open phases in which the consumers take more than arrives: the published count
+    # never goes negative, so the ratio stays defined (and close).
+    queue = Queue()
+    trial_with_publishes(queue, held_per_10ms=25, open_per_10ms=20, published_per_10ms=0)
+    assert queue.flow.mode is FlowMode.FLOW
