@@ -18,7 +18,11 @@ then a `ratios` line: ws_publish_confirm / amqp_publish_confirm (target >= 3) an
 replay MB/s (target >= 100). The two publish workloads alternate `--trials` times
 (each trial a fresh queue) and each reports its median trial, with every trial's
 msg/s in `trials_msg_s`: one 50,000-message trial lasts about a second, too short
-to stand alone on a shared machine. Every workload stops by itself at `--timeout-s`.
+to stand alone on a shared machine. Every workload starts after `os.sync()`: the
+kernel writes the previous workloads' ~55 MB each back to disk on the same two
+cores, and a trial that ran while it did was up to 40% slower (the broker's system
+time tripled, mostly copying into page cache). Every workload stops by itself at
+`--timeout-s`.
 """
 
 from __future__ import annotations
@@ -272,20 +276,25 @@ def run(args: argparse.Namespace) -> None:
         ws_trials: list[Result] = []
         for trial in range(args.trials):
             _say(f"trial {trial + 1}/{args.trials}: AMQP publish with confirms (reference)")
+            os.sync()
             amqp_trials.append({**publish_confirm(served.amqp_url, _queue(served, "amqp"), args),
                                 "workload": "amqp_publish_confirm"})
             queue = _queue(served, "ws")
             _say(f"trial {trial + 1}/{args.trials}: WebSocket publish {args.messages} x "
                  f"{args.body_bytes} B")
+            os.sync()
             ws_trials.append(asyncio.run(ws_publish_confirm(served, queue, args)))
         report(_median_trial(amqp_trials))
         report(_median_trial(ws_trials))
         _say("WebSocket consume with acks")
+        os.sync()
         report(asyncio.run(ws_consume_ack(served, queue, results["ws_publish_confirm"]
                                           ["messages"], args)))
         _say("REST batch publish")
+        os.sync()
         report(rest_batch_publish(served, _queue(served, "rest"), args))
         _say("replay of the consumed queue")
+        os.sync()
         report(replay(served, queue, args))
     ratio = results["ws_publish_confirm"]["msg_s"] / max(
         results["amqp_publish_confirm"]["msg_s"], 1e-9)
