@@ -86,6 +86,20 @@ class Message:
         message._encoded_properties = encoded_properties
         return message
 
+    def with_body(self, body: bytes) -> Message:
+        """A message of the same exchange, routing key and properties (shared, so only
+        for properties that hold immutable values) with `body` and no timestamp yet:
+        what publishing the same fields with another payload makes, at half the cost
+        of the constructor."""
+        message = Message.__new__(Message)
+        message.exchange = self.exchange
+        message.routing_key = self.routing_key
+        message.body = body
+        message.timestamp_ms = 0
+        message._properties = self._properties
+        message._encoded_properties = self._encoded_properties
+        return message
+
     @property
     def properties(self) -> Properties:
         if self._properties is None:

@@ -143,17 +143,16 @@ class Replay:
     subscription: str | None
 
 
-class PublishItem(NamedTuple):  # one per message: cheaper to build than a frozen dataclass
-    """One message of a publish frame: its client id, its fields, its place in the frame."""
+class PublishFrame(NamedTuple):
+    """A publish frame's messages: their client ids and fields, in frame order."""
 
-    id: str | int
-    fields: Mapping[str, Any]
-    position: int | None  # its index in `messages`; None: the frame itself is the message
+    ids: list[str | int]
+    fields: list[Mapping[str, Any]]
+    top_level: bool  # the frame itself is the one message (it has no `messages` list)
 
-    @property
-    def field_prefix(self) -> str:
+    def field_prefix(self, index: int) -> str:
         """"messages.3" for the 4th message of a batch, "" at the top level."""
-        return "" if self.position is None else f"messages.{self.position}"
+        return "" if self.top_level else f"messages.{index}"
 
 
 def parse_subscribe(frame: Mapping[str, Any]) -> Subscribe:
@@ -189,25 +188,31 @@ def parse_replay(frame: Mapping[str, Any]) -> Replay:
                   _boolean(frame, "follow", False), _string(frame, "subscription"))
 
 
-def parse_publish(frame: Mapping[str, Any]) -> list[PublishItem]:
-    """The messages of a publish frame: a `messages` list, or one message at the top level."""
+def parse_publish(frame: Mapping[str, Any]) -> PublishFrame:
+    """The messages of a publish frame: a `messages` list, or one message at the top level.
+    Each needs an object with an `id`; anything else refuses the frame as a whole."""
     if "messages" not in frame:
-        return [_publish_item(frame, None)]
+        return PublishFrame([_message_id(frame, None)], [frame], True)
     messages = frame["messages"]
     if not isinstance(messages, list) or not 1 <= len(messages) <= MAX_FRAME_MESSAGES:
         raise FrameError(400, f"messages must be a list of 1 to {MAX_FRAME_MESSAGES} messages",
                          "messages", frame_ref(frame))
-    items = []
+    ids: list[str | int] = []
     for index, item in enumerate(messages):
         if not isinstance(item, dict):
             raise FrameError(400, f"messages.{index} must be an object", f"messages.{index}")
-        items.append(_publish_item(item, index))
-    return items
+        message_id = item.get("id")
+        # `_is_ref` inline: the common case of a per-message loop (a JSON id is a str or
+        # an int exactly; a bool is not an id).
+        if type(message_id) is not int and type(message_id) is not str:
+            message_id = _message_id(item, index)
+        ids.append(message_id)
+    return PublishFrame(ids, messages, False)
 
 
-def _publish_item(item: Mapping[str, Any], index: int | None) -> PublishItem:
+def _message_id(item: Mapping[str, Any], index: int | None) -> str | int:
     message_id = item.get("id")
     if not _is_ref(message_id):
         dotted = "" if index is None else f"messages.{index}."
         raise FrameError(400, f"{dotted}id is required: a string or an integer", f"{dotted}id")
-    return PublishItem(message_id, item, index)
+    return message_id

@@ -41,13 +41,12 @@ from api.amqp.delivery_tags import DeliveryTags, Unacked, UnknownDeliveryTag
 from api.http.api_context import ApiContext
 from api.http.auth import Principal
 from api.http.http_errors import ApiError, status_of
-from api.http.http_publish import build_message, check_not_blocked, exchange_name
+from api.http.http_publish import check_not_blocked
 from api.http.message_codec import message_json
 from api.http.routes.replay import replay_shell, start_offset
 from api.http.ws_frames import (
     Frame,
     FrameError,
-    PublishItem,
     Ref,
     error_frame,
     frame_ref,
@@ -60,6 +59,7 @@ from api.http.ws_frames import (
 )
 from api.http.ws_outbox import SMALL_FRAME_BYTES, Outbox
 from api.http.ws_publish import PublishChain
+from api.http.ws_publish_build import build_frame_messages
 from api.http.ws_replay import Replays, stopped_frame
 from logbroker import consuming
 from logbroker.broker_config import Session
@@ -240,33 +240,18 @@ class WsSession:
 
     async def _publish(self, frame: Frame) -> None:
         try:
-            items = parse_publish(frame)
+            publish = parse_publish(frame)
         except FrameError as error:
             # Malformed as a whole: nothing published; the error keeps the frame's place.
             self._publishes.submit_error(error_of(error, frame_ref(frame)))
             return
-        ids = [item.id for item in items]
         try:
             check_not_blocked(self._broker)
         except ApiError as error:  # every message of the frame is refused
-            self._publishes.submit(ids, [error.reason] * len(items))
+            self._publishes.submit(publish.ids, [error.reason] * len(publish.ids))
             return
-        checked: set[str] = set()  # exchanges whose checks this frame passed
-        self._publishes.submit(ids, [self._build(item, checked) for item in items])
-
-    def _build(self, item: PublishItem, exchanges_checked: set[str]) -> Message | str:
-        """The message to publish, or why it is refused (it will be nacked)."""
-        exchange = item.fields.get("exchange", "")
-        if not isinstance(exchange, str):
-            return f"{item.field_prefix}.exchange must be a string".removeprefix(".")
-        try:
-            field = "" if item.position is None else item.position
-            return build_message(self._broker, self._session, exchange_name(exchange),
-                                 item.fields, field, exchanges_checked)
-        except ApiError as error:
-            return error.reason
-        except BrokerError as error:
-            return error.text
+        self._publishes.submit(
+            publish.ids, build_frame_messages(self._broker, self._session, publish))
 
     # -- consuming ------------------------------------------------------------------------------
 
