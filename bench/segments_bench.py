@@ -6,7 +6,8 @@ goes to stderr). Every figure is measured in the same run, on the same disk:
 - append vs a raw sequential write of the same bytes, run alternately for
   `--rounds` rounds with `os.sync()` before every trial, medians reported;
 - sequential read of the log written by each append trial (from the page cache);
-- group commit under `always` (64 submitters) vs a raw write+fsync loop;
+- group commit under `always` (64 submitters) vs a raw write+fsync loop, on the
+  event loop `logbroker serve` runs (uvloop when installed; `--event-loop`);
 - recovery (`Log.open`) after an unclean stop of a child that built the log;
 - the RSS of a fresh child that opens the big log and reads three offsets.
 
@@ -29,6 +30,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from logbroker.event_loop import EVENT_LOOPS, resolve_event_loop, run_on
 from segments.filesystem import RealFileSystem
 from segments.group_commit import FsyncPolicy, GroupCommitter
 from segments.log import AppendResult, Log, LogConfig
@@ -199,11 +201,12 @@ async def _group_commit_run(log: Log, duration_s: float) -> tuple[int, int, floa
     return sum(counts), fsyncs, elapsed
 
 
-def bench_group_commit(directory: str, duration_s: float) -> dict[str, float]:
+def bench_group_commit(directory: str, duration_s: float, loop_name: str = "asyncio"
+                       ) -> dict[str, float]:
     log_dir = os.path.join(directory, "group-commit")
     log = Log.open(RealFileSystem(), log_dir)
     try:
-        messages, fsyncs, elapsed = asyncio.run(_group_commit_run(log, duration_s))
+        messages, fsyncs, elapsed = run_on(loop_name, _group_commit_run(log, duration_s))
     finally:
         log.close()
     shutil.rmtree(log_dir)
@@ -317,6 +320,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--big-mib", type=float, default=1024.0)
     parser.add_argument("--small-mib", type=float, default=100.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
+                        help="the group commit's loop (default: as logbroker serve)")
     parser.add_argument("--build", nargs=2, metavar=("DIR", "MIB"), help=argparse.SUPPRESS)
     parser.add_argument("--rss-probe", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -341,7 +346,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     params = {"append_mib": args.append_mib, "duration_s": args.duration_s,
               "big_mib": args.big_mib, "small_mib": args.small_mib, "rounds": args.rounds,
               "record_bytes": RECORD_BYTES, "batch_records": BATCH_RECORDS,
-              "group_commit_tasks": GROUP_COMMIT_TASKS, "workdir": workdir}
+              "group_commit_tasks": GROUP_COMMIT_TASKS, "workdir": workdir,
+              "event_loop": resolve_event_loop(args.event_loop)}
     result: dict[str, Any] = {"bench": "segments"}
     try:
         _say(f"append vs raw write: {args.rounds} rounds of {args.append_mib} MiB in {workdir}")
@@ -351,7 +357,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         fsyncs_per_s = bench_fsync_loop(workdir, args.duration_s)
         os.sync()
         _say(f"group commit for {args.duration_s} s")
-        result.update(bench_group_commit(workdir, args.duration_s))
+        result.update(bench_group_commit(workdir, args.duration_s, params["event_loop"]))
         result["fsyncs_per_s"] = round(fsyncs_per_s, 1)
         result["group_commit_vs_fsync_ratio"] = round(
             result["group_commit_msgs_s"] / fsyncs_per_s, 2)
