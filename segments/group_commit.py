@@ -31,7 +31,7 @@ import enum
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -134,13 +134,21 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self.groups_written = 0
         self.fsyncs = 0
 
-    async def submit(self, item: ItemT, durable: bool = True) -> ResultT:
-        """Append `item`; returns once it is durable under the policy.
+    def submit(self, item: ItemT, durable: bool = True) -> Awaitable[ResultT]:
+        """Append `item`; what it returns resolves once it is durable under the policy.
 
-        `durable=False` (a transient message) returns once written, without
+        `durable=False` (a transient message) resolves once written, without
         waiting for the group's fsync: nothing is promised across a crash.
-        Waits first while `pending_items_max` items are in flight.
+        With room, the item is queued during the call and the future of
+        `submit_nowait` is returned: no coroutine per item, which was a tenth of
+        the loop's work per item with 64 appenders. Without room (`pending_items_max`
+        items in flight) it waits for room first, queued when awaited.
         """
+        if self._in_flight < self._pending_items_max:
+            return self.submit_nowait(item, durable)
+        return self._submit_when_room(item, durable)
+
+    async def _submit_when_room(self, item: ItemT, durable: bool) -> ResultT:
         loop = asyncio.get_running_loop()
         while self._in_flight >= self._pending_items_max:
             waiter: asyncio.Future[None] = loop.create_future()
