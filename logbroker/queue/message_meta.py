@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from logbroker.message import Message, expiry_from, expiry_ms
+from logbroker.message import Message, expirations_and_priorities, expiry_from, expiry_ms
 
 NO_EXPIRY = 0
 _COMPACT_MIN = 4096
@@ -61,7 +61,7 @@ class MetaRun:
 def metas_of(messages: Sequence[Message], message_ttl_ms: int | None, now_ms: int) -> MetaRun:
     """`meta_of` for a batch written at `now_ms`. The messages of a batch mostly carry
     the same properties, so each distinct (expiration, priority) is worked out once."""
-    facts = [message.expiration_and_priority() for message in messages]
+    facts = expirations_and_priorities(messages)
     sizes = [message.size_bytes for message in messages]
     if facts.count(facts[0]) == len(facts):
         expires, priority = _decided(facts[0], message_ttl_ms, now_ms)

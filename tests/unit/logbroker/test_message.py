@@ -2,7 +2,13 @@
 
 from pamqp import commands
 
-from logbroker.message import Message, encode_properties, stored_fields
+from logbroker.message import (
+    Message,
+    encode_properties,
+    expirations_and_priorities,
+    records_of,
+    stored_fields,
+)
 from segments.record_batch import LogRecord
 
 Properties = commands.Basic.Properties
@@ -56,3 +62,34 @@ def test_plain_encoded_properties_are_not_decoded_for_the_queue() -> None:
     message = Message.stored("", "q", b"", 0, encode_properties(Properties(delivery_mode=2)))
     assert message.expiration_and_priority() == (None, None)
     assert message._properties is None
+
+
+def _mixed_batch() -> list[Message]:
+    """Runs of messages sharing one template's objects (`with_body`), equal but separate
+    objects, and messages that differ in each of the shared parts."""
+    template = Message("ex", "rk", b"t", Properties(priority=4, expiration="60"),
+                       _encoded_properties=encode_properties(Properties(priority=4,
+                                                                        expiration="60")))
+    other = Message.stored("ex", "rk", b"o", 5, encode_properties(Properties(priority=1)))
+    elsewhere, rerouted = template.with_body(b"x"), template.with_body(b"y")
+    elsewhere.exchange, rerouted.routing_key = "ex3", "rk3"  # the same properties objects
+    return [template, elsewhere, rerouted, template.with_body(b"a"), template.with_body(b"b"),
+            Message("ex", "rk", b"c", Properties(priority=4, expiration="60")),
+            other, template.with_body(b"d"), Message("ex2", "rk", b"e", template.properties),
+            Message("ex", "rk2", b"f", template.properties), other,
+            Message.stored("ex", "rk", b"g", 6, b""), template.with_body(b"h"),
+            # still encoded, so neither has decoded properties to compare
+            Message.stored("ex", "rk", b"p", 7, encode_properties(Properties(delivery_mode=2))),
+            Message.stored("ex", "rk", b"q", 8, encode_properties(Properties(priority=2)))]
+
+
+def test_records_of_a_batch_are_each_message_as_a_record() -> None:
+    batch = _mixed_batch()
+    assert records_of(batch) == [message.to_record() for message in batch]
+
+
+def test_expirations_and_priorities_of_a_batch_are_each_message_s() -> None:
+    batch = _mixed_batch()
+    assert expirations_and_priorities(batch) == [
+        message.expiration_and_priority() for message in batch]
+    assert expirations_and_priorities(batch)[:3] == [("60", 4)] * 3
