@@ -43,12 +43,12 @@ one of three modes:
 The second way in exists because the margin shrinks as the broker gets faster:
 on a saturated broker the consumers take less while publishers run, but on an
 efficient event loop (uvloop) only 1.26-2.7x less, so a bar of 1.4 alone
-misjudged one trial in about fifteen and the queue's backlog, and its latency,
-grew for a whole cooldown. Those publishers run only 1.1-1.9x as fast as the
+misjudged about one trial in twenty and the queue's backlog, and its latency,
+grew for a whole cooldown. Those publishers ran at most 1.9x as fast as the
 held consumers take messages: holding costs them little. A consumer application
 that sets its own pace (the case the bar guards) is far behind its publishers:
-one sleeping 0.5 ms per message gains 1.03-1.29x from a hold (it shares the
-CPU too) while its publisher runs 15-18x as fast; for it only a clear gain may
+one sleeping 0.5 ms per message gains 0.94-1.29x from a hold (it shares the
+CPU too) while its publisher runs 13-18x as fast; for it only a clear gain may
 justify a hold that would cut the publisher to a fraction. The published count
 is not observed directly: it is the backlog's growth plus the deliveries
 during the open phases (requeues and expiries blur it; a shrinking backlog
