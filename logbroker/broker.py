@@ -4,22 +4,21 @@ Definitions change only through the metadata store (a log of commands applied
 by a pure state machine). After each applied command the broker brings its
 runtime objects in line with the resulting events: the exchange router of the
 vhost, and a `QueueShell` (log + cursor log + queue core) for every queue.
-Permission checks follow RabbitMQ: configure to declare or delete, write to
-publish or bind into, read to consume, get, purge or bind from.
+Who may connect and what they may do is `BrokerAccess` (logbroker/broker_access.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import ipaddress
 import logging
 import os
 import shutil
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from logbroker.broker_config import BrokerConfig, Session
+from logbroker.broker_access import BrokerAccess
+from logbroker.broker_config import BrokerConfig
 from logbroker.connections import ConnectionRegistry
 from logbroker.errors import NOT_FOUND, BrokerError
 from logbroker.metadata import (
@@ -37,10 +36,7 @@ from logbroker.metadata import (
     apply_events,
     bootstrap_commands,
     build_router,
-    check_access,
-    check_vhost_access,
     hash_password,
-    verify_password,
 )
 from logbroker.publishing import Publisher
 from logbroker.queue.queue_endpoint import RemoteQueueEndpoint, RemoteQueues
@@ -57,7 +53,6 @@ from logbroker.routing import ExchangeRouter
 from segments.filesystem import FileSystem, RealFileSystem
 
 logger = logging.getLogger(__name__)
-Permission = Literal["configure", "write", "read"]
 RETENTION_SWEEP_S = 30.0
 MOVE_WAIT_S = 5.0
 
@@ -76,7 +71,7 @@ Proposer = Callable[[Command], Awaitable[object]]
 Placer = Callable[[str, str, Mapping[str, Any], bool], tuple[str, tuple[str, ...]]]
 
 
-class Broker:
+class Broker(BrokerAccess):
     def __init__(self, config: BrokerConfig, fs: FileSystem, store: MetadataLog,
                  proposer: Proposer | None = None) -> None:
         self.config = config
@@ -187,28 +182,6 @@ class Broker:
 
     def all_queues(self) -> list[QueueShell]:
         return list(self._queues.values())
-
-    # -------------------------------------------------------------- access
-
-    def authenticate(self, user: str, password: str, peer_host: str | None) -> str | None:
-        record = self.state.user(user)
-        if record is None or not verify_password(
-            password, record.password_hash, record.hashing_algorithm
-        ):
-            return None
-        if user in self.config.loopback_users and not _is_loopback(peer_host):
-            logger.warning("user %r may connect only from localhost (peer %s)", user, peer_host)
-            return None
-        return user
-
-    def check_vhost(self, user: str, vhost: str) -> None:
-        if self.state.vhost(vhost) is None:
-            raise BrokerError(530, f"vhost {vhost} not found")
-        check_vhost_access(self.state, user, vhost)
-
-    def check(self, session: Session, kind: Literal["queue", "exchange"], name: str,
-              permission: Permission) -> None:
-        check_access(self.state, session.user, session.vhost, kind, name, permission)
 
     # ---------------------------------------------------------- definitions
 
@@ -421,11 +394,3 @@ def _sync_mode(definition: Mapping[str, Any]) -> str:
     default = "manual" if "ha-mode" in definition else "automatic"
     return str(definition.get("ha-sync-mode", default))
 
-
-def _is_loopback(host: str | None) -> bool:
-    if host is None:
-        return True  # not a network connection (in-process)
-    try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:
-        return host == "localhost"

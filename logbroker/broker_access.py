@@ -1,0 +1,61 @@
+"""Who may connect to a broker and what they may do there (`BrokerAccess`, a mixin
+of `Broker`).
+
+Checks follow RabbitMQ: a user authenticates with a password, users listed in
+`loopback_users` (guest, by default) only from this machine; configure to
+declare or delete, write to publish or bind into, read to consume, get, purge or
+bind from. The answers come from the applied metadata (users, vhosts,
+permissions), so every node of a cluster answers alike.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from typing import Literal
+
+from logbroker.broker_config import BrokerConfig, Session
+from logbroker.errors import BrokerError
+from logbroker.metadata import MetadataState, check_access, check_vhost_access, verify_password
+
+__all__ = ["BrokerAccess", "Permission"]
+
+logger = logging.getLogger("logbroker.broker")
+Permission = Literal["configure", "write", "read"]
+
+
+class BrokerAccess:
+    config: BrokerConfig
+
+    @property
+    def state(self) -> MetadataState:
+        raise NotImplementedError
+
+    def authenticate(self, user: str, password: str, peer_host: str | None) -> str | None:
+        record = self.state.user(user)
+        if record is None or not verify_password(
+            password, record.password_hash, record.hashing_algorithm
+        ):
+            return None
+        if user in self.config.loopback_users and not _is_loopback(peer_host):
+            logger.warning("user %r may connect only from localhost (peer %s)", user, peer_host)
+            return None
+        return user
+
+    def check_vhost(self, user: str, vhost: str) -> None:
+        if self.state.vhost(vhost) is None:
+            raise BrokerError(530, f"vhost {vhost} not found")
+        check_vhost_access(self.state, user, vhost)
+
+    def check(self, session: Session, kind: Literal["queue", "exchange"], name: str,
+              permission: Permission) -> None:
+        check_access(self.state, session.user, session.vhost, kind, name, permission)
+
+
+def _is_loopback(host: str | None) -> bool:
+    if host is None:
+        return True  # not a network connection (in-process)
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
