@@ -169,8 +169,9 @@ def records_of(messages: Sequence[Message]) -> list[Record]:
                 or message.routing_key is not last.routing_key):
             key = (message.exchange, message.routing_key, message.encoded_properties())
             found = seen.get(key)
-            headers = seen[key] = _stored_headers(*key) if found is None else found
-            last = message
+            if found is None:
+                found = seen[key] = _stored_headers(*key)
+            headers, last = found, message
         records.append(Record(message.body, message.timestamp_ms, None, headers))
     return records
 

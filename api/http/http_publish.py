@@ -100,7 +100,7 @@ def _utf8_bytes(routing_key: str, field: Field) -> int:
 _ENCODED_SEEN: dict[tuple[tuple[tuple[str, Any], ...], tuple[type, ...]],
                     tuple[Properties, bytes]] = {}
 _ENCODED_SEEN_MAX = 256
-_SCALAR_TYPES = frozenset({str, int, bool, type(None)})
+SCALAR_TYPES = frozenset({str, int, bool, type(None)})
 
 
 def _properties(raw: Mapping[str, Any], field: Field) -> tuple[Properties, bytes]:
@@ -123,7 +123,7 @@ def _properties(raw: Mapping[str, Any], field: Field) -> tuple[Properties, bytes
     except UnicodeEncodeError as error:
         raise ApiError(400, "properties must be valid Unicode text (no lone surrogates)",
                        where) from error
-    if key is None or not set(key[1]) <= _SCALAR_TYPES:
+    if key is None or not set(key[1]) <= SCALAR_TYPES:
         return properties, encoded
     if len(_ENCODED_SEEN) >= _ENCODED_SEEN_MAX:
         _ENCODED_SEEN.clear()

@@ -10,7 +10,8 @@ for a WebSocket publish, and a frame's messages mostly differ only in `id` and
 So once a message of the frame has been built, it is the frame's *template*: a
 later message whose fields equal the template's except for `id` and `payload`
 (the same exchange and routing key, `payload_encoding` "string", and properties
-equal with values of the same types, made only of strings, integers and nulls)
+equal with values of the same types, made only of scalars, as `build_message`
+caches them)
 passed the same checks, so it shares the template's exchange, routing key and
 properties (their decoded and encoded forms; they hold only immutable values,
 as `build_message`'s own cache shares them). Only its payload is its own: it
@@ -20,8 +21,8 @@ becomes the new template.
 
 Why "the same types": JSON's `true` equals 1 and `1.0` equals 1 in Python, and
 properties that a check refuses must not pass as equal to ones it accepted.
-The template's values are only strings, integers and nulls, so equal values of
-the same types are the same values.
+The template's values are scalars (no headers table), so equal values of the
+same types are the same values.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from api.http.http_errors import ApiError
-from api.http.http_publish import build_message, exchange_name
+from api.http.http_publish import SCALAR_TYPES, build_message, exchange_name
 from api.http.ws_frames import PublishFrame
 from logbroker.broker import Broker
 from logbroker.broker_config import Session
@@ -38,8 +39,6 @@ from logbroker.errors import BrokerError
 from logbroker.message import Message
 
 __all__ = ["build_frame_messages"]
-
-_TEMPLATE_TYPES = frozenset({str, int, type(None)})
 
 
 def build_frame_messages(broker: Broker, session: Session, publish: PublishFrame
@@ -97,7 +96,7 @@ class _Template:
         properties = fields.get("properties") or {}
         if (fields.get("payload_encoding", "string") != "string"
                 or not isinstance(properties, dict)
-                or not set(map(type, properties.values())) <= _TEMPLATE_TYPES):
+                or not set(map(type, properties.values())) <= SCALAR_TYPES):
             return None
         return cls(fields.get("exchange", ""), fields.get("routing_key", ""), properties,
                    message)
