@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from logbroker.event_loop import EVENT_LOOPS, resolve_event_loop, run_on
+from segments import record_columns
 from segments.filesystem import RealFileSystem
 from segments.group_commit import FsyncPolicy, GroupCommitter
 from segments.log import AppendResult, Log, LogConfig
@@ -347,7 +348,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               "big_mib": args.big_mib, "small_mib": args.small_mib, "rounds": args.rounds,
               "record_bytes": RECORD_BYTES, "batch_records": BATCH_RECORDS,
               "group_commit_tasks": GROUP_COMMIT_TASKS, "workdir": workdir,
-              "event_loop": resolve_event_loop(args.event_loop)}
+              "event_loop": resolve_event_loop(args.event_loop),
+              "record_encoder": record_columns.ENCODER}
     result: dict[str, Any] = {"bench": "segments"}
     try:
         _say(f"append vs raw write: {args.rounds} rounds of {args.append_mib} MiB in {workdir}")

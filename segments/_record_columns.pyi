@@ -1,0 +1,7 @@
+from collections.abc import Callable, Sequence
+
+from segments.record_columns import Headers, Record
+
+def encode(
+    records: Sequence[Record], encode_headers: Callable[[Headers], bytes]
+) -> tuple[bytes, int, int, int] | None: ...
