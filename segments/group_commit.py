@@ -38,6 +38,7 @@ from typing import Generic, Protocol, TypeVar
 
 from segments.errors import LogClosedError
 from segments.fsync_stats import FSYNC_STATS, FsyncStats
+from segments.inline_sync import InlineSyncChooser
 from segments.sync_point import SyncPoint
 
 logger = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self._interval_sync: asyncio.Handle | None = None
         self._closed = False
         self._background_sync: asyncio.Task[None] | None = None
+        self._inline = InlineSyncChooser()
         self.groups_written = 0
         self.fsyncs = 0
 
@@ -251,21 +253,19 @@ class GroupCommitter(Generic[ItemT, ResultT]):
 
     async def _sync_unsynced(self) -> None:
         """One fsync for every item written so far; items submitted while it runs are
-        written at once when the target allows it, and wait for the next fsync."""
+        written at once when the target allows it, and wait for the next fsync.
+        The fsync runs on the thread, or on the loop when the loop would only wait
+        for it (see `inline_sync`)."""
         waiting, self._unsynced = self._unsynced, []
         try:
             # Inside the try: a target that cannot take a sync point (closed under
             # us) must fail these items, not leave their submitters waiting for ever.
             point = self._target.sync_point()
-            loop = asyncio.get_running_loop()
-            synced = loop.run_in_executor(
-                self._fsync_thread, self._timed,
-                self._target.sync if point is None else point.run)
-            self._writing_during_sync = point is not None  # see submit_nowait
-            try:
-                await synced
-            finally:
-                self._writing_during_sync = False
+            work = self._target.sync if point is None else point.run
+            if self._inline.run_inline(len(waiting)):
+                self._timed(work)
+            else:
+                await self._sync_on_thread(work, point is not None, len(waiting))
             if point is not None:
                 point.finish()
         except Exception as error:
@@ -277,6 +277,22 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             if not future.done():
                 future.set_result(result)
         self._release_room(len(waiting))
+
+    async def _sync_on_thread(self, work: Callable[[], None], writable: bool,
+                              group_items: int) -> None:
+        """Run `work` on the fsync thread and measure how idle the loop was meanwhile."""
+        loop = asyncio.get_running_loop()
+        groups_before = self.groups_written
+        started_s, loop_cpu_s = time.perf_counter(), time.thread_time()
+        synced = loop.run_in_executor(self._fsync_thread, self._timed, work)
+        self._writing_during_sync = writable  # see submit_nowait
+        try:
+            await synced
+        finally:
+            self._writing_during_sync = False
+        self._inline.measured(group_items, time.perf_counter() - started_s,
+                              time.thread_time() - loop_cpu_s,
+                              self.groups_written != groups_before)
 
     def _schedule_background_sync(self) -> None:
         if self._interval_sync is not None:
