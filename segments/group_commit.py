@@ -175,8 +175,13 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         future: asyncio.Future[ResultT] = loop.create_future()
         self._in_flight += 1
         entry = (item, future, durable, on_written)
+        if self._pending:  # behind what waits for the flusher, in order
+            self._pending.append(entry)
+            if self._flusher is None or self._flusher.done():  # it was cancelled
+                self._flusher = loop.create_task(self._flush_pending())
+            return future
         idle = self._flusher is None or self._flusher.done()
-        if idle and not self._pending and not self._exclusive.locked():
+        if idle and not self._exclusive.locked():
             # Nothing to keep order with and nothing to batch with yet: write now, so
             # the item is readable (deliverable) before this call returns; what else
             # arrives meanwhile is written by the flusher while this fsync runs.
@@ -186,7 +191,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             else:
                 self._schedule_background_sync()
             return future
-        if self._writing_during_sync and not self._pending:
+        if self._writing_during_sync:
             # The running fsync lets writes go on: write now (readable, deliverable
             # before this call returns); the next fsync covers it.
             self._write_group([entry])
@@ -208,10 +213,20 @@ class GroupCommitter(Generic[ItemT, ResultT]):
 
     async def _flush_pending(self) -> None:
         async with self._exclusive:
-            while self._pending or self._unsynced:
-                self._write_pending()
-                if self._unsynced:
-                    await self._sync_unsynced()
+            synced = True
+            while synced:
+                synced = False
+                while self._pending or self._unsynced:
+                    self._write_pending()
+                    if self._unsynced:
+                        await self._sync_unsynced()
+                        synced = True
+                if synced:
+                    # The submitters this fsync released run in the next loop iteration
+                    # and most submit again at once: stay for it, so they queue behind
+                    # this flusher and are written together, rather than the first of
+                    # them writing alone and starting another flusher.
+                    await asyncio.sleep(0)
             self._schedule_background_sync()
 
     def _write_pending(self) -> None:
@@ -221,27 +236,32 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             self._write_group(group)
 
     def _write_group(self, group: list[_Pending[ItemT, ResultT]]) -> None:
+        items, futures, durables, callbacks = zip(*group, strict=True)
         try:
-            results = self._target.append_group([entry[0] for entry in group])
+            results = self._target.append_group(items)
         except Exception as error:
-            _fail([entry[1] for entry in group], error)
+            _fail(futures, error)
             self._release_room(len(group))
             return
         self.groups_written += 1
-        for (_, _, _, on_written), result in zip(group, results, strict=True):
-            if on_written is not None:
-                try:
-                    on_written(result)
-                except Exception:  # one caller's bug must not fail the others' writes
-                    logger.exception("on_written callback failed")
+        if callbacks.count(None) != len(callbacks):
+            for on_written, result in zip(callbacks, results, strict=True):
+                if on_written is not None:
+                    try:
+                        on_written(result)
+                    except Exception:  # one caller's bug must not fail the others' writes
+                        logger.exception("on_written callback failed")
         if self._after_write is not None:
             try:
                 self._after_write()
             except Exception:
                 logger.exception("after_write callback failed")
+        if self.policy.mode is FsyncMode.ALWAYS and False not in durables:
+            self._unsynced.extend(zip(futures, results, strict=True))  # the usual case
+            return
         wait_for_sync = self.policy.mode is FsyncMode.ALWAYS
         resolved = 0
-        for (_, future, durable, _), result in zip(group, results, strict=True):
+        for future, durable, result in zip(futures, durables, results, strict=True):
             if durable and wait_for_sync:
                 self._unsynced.append((future, result))
                 continue
@@ -283,8 +303,8 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         """Run `work` on the fsync thread and measure how idle the loop was meanwhile."""
         loop = asyncio.get_running_loop()
         groups_before = self.groups_written
-        started_s, loop_cpu_s = time.perf_counter(), time.thread_time()
         synced = loop.run_in_executor(self._fsync_thread, self._timed, work)
+        started_s, loop_cpu_s = time.perf_counter(), time.thread_time()
         self._writing_during_sync = writable  # see submit_nowait
         try:
             await synced

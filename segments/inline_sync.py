@@ -9,8 +9,9 @@ runs, other queues, sockets). When everything the loop serves is waiting for
 the fsync, it buys nothing, and running the fsync on the loop is faster.
 
 Theory of operation: every fsync on the thread is a measurement. The loop sat
-idle through it when nothing was written meanwhile and the loop's CPU time
-was at most `idle_share_max` of the fsync's wall time. After an idle fsync of
+idle through it when nothing was written meanwhile and the loop's CPU time,
+beyond the `handoff_cpu_s` it takes to receive the completion, was at most
+`idle_share_max` of the fsync's wall time. After an idle fsync of
 at least `group_items_min` items, the next `inline_run` fsyncs of groups that
 large run on the loop; then one runs on the thread again, to measure again.
 Small groups (a paced publisher waiting on every message) always go to the
@@ -27,6 +28,9 @@ from dataclasses import dataclass
 GROUP_ITEMS_MIN = 16
 INLINE_RUN = 16
 IDLE_SHARE_MAX = 0.2
+# The loop's own CPU time for taking the fsync's completion back (its callbacks
+# before the committer resumes), which is not other work.
+HANDOFF_CPU_S = 30e-6
 
 
 @dataclass
@@ -34,6 +38,7 @@ class InlineSyncChooser:
     group_items_min: int = GROUP_ITEMS_MIN
     inline_run: int = INLINE_RUN
     idle_share_max: float = IDLE_SHARE_MAX
+    handoff_cpu_s: float = HANDOFF_CPU_S
     _inline_left: int = 0
 
     def run_inline(self, group_items: int) -> bool:
@@ -47,6 +52,7 @@ class InlineSyncChooser:
                  written_meanwhile: bool) -> None:
         """An fsync on the thread took `wall_s`, and the loop used `loop_cpu_s` of CPU
         meanwhile; `written_meanwhile` if submissions were written during it."""
-        idle = not written_meanwhile and loop_cpu_s <= self.idle_share_max * wall_s
+        other_work_s = loop_cpu_s - self.handoff_cpu_s
+        idle = not written_meanwhile and other_work_s <= self.idle_share_max * wall_s
         large = group_items >= self.group_items_min
         self._inline_left = self.inline_run if idle and large else 0

@@ -158,8 +158,12 @@ class Log(LogShortening):
         batches, results = encode_groups(groups, self.next_offset, self.config.compression)
         if not batches:
             return results
-        now = now_ms if now_ms is not None else max(b.max_timestamp_ms for b in batches)
-        self._maybe_roll(sum(batch.size for batch in batches), now)
+        if len(batches) == 1:  # the usual case, without two generators
+            size, latest_ms = batches[0].size, batches[0].max_timestamp_ms
+        else:
+            size = sum(batch.size for batch in batches)
+            latest_ms = max(batch.max_timestamp_ms for batch in batches)
+        self._maybe_roll(size, now_ms if now_ms is not None else latest_ms)
         self._segments[-1].append_encoded(batches)
         return results
 

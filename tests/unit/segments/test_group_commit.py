@@ -72,6 +72,22 @@ async def test_concurrent_submitters_share_writes_and_fsyncs() -> None:
     assert max(len(g) for g in target.groups) >= 32
 
 
+async def test_submitters_an_fsync_released_are_written_together_next() -> None:
+    target = CountingTarget()
+    committer: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("always"))
+
+    async def submitter(item: int) -> None:
+        await committer.submit(item)
+        await committer.submit(item + 10)
+
+    await asyncio.gather(*(submitter(item) for item in (1, 2, 3)))
+    # The first ever submission is written at once; after the fsync, the flusher
+    # waits for the released submitters, so the first of them does not write alone.
+    assert target.groups == [[1], [2, 3], [11, 12, 13]]
+    assert target.durable == [1, 2, 3, 11, 12, 13]
+    await committer.close()
+
+
 async def test_never_policy_resolves_without_fsync() -> None:
     target = CountingTarget()
     committer: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("never"))
