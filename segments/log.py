@@ -52,6 +52,7 @@ from segments.record_batch import (
     LogRecord,
     Record,
     RecordBatch,
+    encode_batch_parts,
 )
 from segments.segment import Segment
 from segments.sync_point import SegmentsSyncPoint
@@ -144,7 +145,13 @@ class Log(LogShortening):
 
     def append(self, records: Sequence[Record], now_ms: int | None = None) -> AppendResult:
         """Append `records` as one batch; durable only after `sync` (see GroupCommitter)."""
-        return self.append_group([records], now_ms)[0]
+        if not records:
+            return self.append_group([records], now_ms)[0]
+        self._check_open()
+        batch = encode_batch_parts(self.next_offset, records, self.config.compression)
+        self._maybe_roll(batch.size, now_ms if now_ms is not None else batch.max_timestamp_ms)
+        self._segments[-1].append_encoded([batch])
+        return AppendResult(batch.base_offset, batch.base_offset + batch.record_count)
 
     def append_group(
         self, groups: Sequence[Sequence[Record]], now_ms: int | None = None
@@ -175,7 +182,7 @@ class Log(LogShortening):
             raise NonSequentialBatchError(batch.base_offset, self.next_offset)
         self._maybe_roll(batch.size, batch.max_timestamp_ms)
         encoded = EncodedBatch(data, b"", batch.base_offset, batch.record_count,
-                               batch.first_timestamp_ms, batch.max_timestamp_ms)
+                               batch.first_timestamp_ms, batch.max_timestamp_ms, len(data))
         self._segments[-1].append_encoded([encoded])
         return AppendResult(batch.base_offset, batch.next_offset)
 

@@ -55,6 +55,7 @@ class Compression(IntEnum):
     ZSTD = 1
 
 
+_new_tuple = tuple.__new__
 _compressor = zstandard.ZstdCompressor(level=3)
 _decompressor = zstandard.ZstdDecompressor()
 
@@ -68,10 +69,7 @@ class EncodedBatch(NamedTuple):
     record_count: int
     first_timestamp_ms: int
     max_timestamp_ms: int
-
-    @property
-    def size(self) -> int:
-        return len(self.head) + len(self.payload)
+    size: int  # len(head) + len(payload)
 
 
 def encode_batch_parts(
@@ -85,10 +83,12 @@ def encode_batch_parts(
     if compression is Compression.ZSTD:
         payload = _compressor.compress(payload)
     tail = TAIL.pack(MAGIC, flags, len(records), first_timestamp_ms, max_timestamp_ms)
-    crc = crc32c.crc32c(payload, crc32c.crc32c(tail, crc32c.crc32c(OFFSET.pack(base_offset))))
+    crc = crc32c.crc32c(payload, crc32c.crc32c(OFFSET.pack(base_offset) + tail))
     head = PREFIX.pack(base_offset, 4 + len(tail) + len(payload), crc) + tail
-    return EncodedBatch(head, payload, base_offset, len(records), first_timestamp_ms,
-                        max_timestamp_ms)
+    # tuple.__new__: a NamedTuple's own __new__ is Python code, and this is per append.
+    return _new_tuple(EncodedBatch, (head, payload, base_offset, len(records),
+                                     first_timestamp_ms, max_timestamp_ms,
+                                     len(head) + len(payload)))
 
 
 def encode_batch(

@@ -142,12 +142,13 @@ _c_encode = _load_c_encoder()
 ENCODER = "c" if _c_encode is not None else "python"
 
 
-def encode_columns(records: Sequence[Record]) -> RecordColumns:
-    """The payload for `records` (at least one), in C where it can be."""
+def encode_columns(records: Sequence[Record]) -> tuple[bytes, int, int, int]:
+    """The payload for `records` (at least one), in C where it can be: the fields of
+    a RecordColumns, as a plain tuple (this is per append)."""
     if _c_encode is not None:
         encoded = _c_encode(records, encode_headers)
         if encoded is not None:
-            return RecordColumns(*encoded)
+            return encoded
     return encode_columns_python(records)
 
 

@@ -163,10 +163,7 @@ class Segment:
         """Write encoded consecutive batches in one system call; all or nothing."""
         handle = self.handle()
         start = self.size
-        parts: list[bytes] = []
-        for batch in batches:
-            parts.append(batch.head)
-            parts.append(batch.payload)
+        parts = [part for batch in batches for part in (batch.head, batch.payload)]
         try:
             handle.append_parts(parts)
         except OSError as error:
