@@ -25,6 +25,7 @@
 #define FLAG_TIMESTAMPS 0x4
 #define FLAG_KEYS 0x8
 #define FLAG_HEADERS 0x10
+#define PREFETCH_BYTES 2048
 
 typedef struct {
     PyObject *value;   /* borrowed from the record, which `snapshot` holds */
@@ -116,6 +117,20 @@ static int take_record(PyObject *record, Item *item, Totals *totals, PyObject **
     return 1;
 }
 
+/* Values are separate objects spread over the heap, so each starts a new stream
+   of cache misses; fetching the next one's first lines while this one is copied
+   hides most of them (values a batch encodes are often no longer cached). */
+static void prefetch_value(PyObject *value) {
+#if defined(__GNUC__) || defined(__clang__)
+    const char *start = PyBytes_AS_STRING(value);
+    Py_ssize_t size = PyBytes_GET_SIZE(value);
+    for (Py_ssize_t at = 0; at < size && at < PREFETCH_BYTES; at += 64)
+        __builtin_prefetch(start + at);
+#else
+    (void)value;
+#endif
+}
+
 static PyObject *write_payload(const Item *items, Py_ssize_t count, const Totals *totals) {
     int flags = totals->flags;
     Py_ssize_t size = 4 * count + totals->keys_bytes + totals->headers_bytes +
@@ -150,6 +165,7 @@ static PyObject *write_payload(const Item *items, Py_ssize_t count, const Totals
             out += PyBytes_GET_SIZE(items[i].headers);
         }
     for (Py_ssize_t i = 0; i < count; i++) {
+        if (i + 1 < count) prefetch_value(items[i + 1].value);
         memcpy(out, PyBytes_AS_STRING(items[i].value), PyBytes_GET_SIZE(items[i].value));
         out += PyBytes_GET_SIZE(items[i].value);
     }
