@@ -102,6 +102,9 @@ class GroupAppendable(Protocol[ItemT_contra, ResultT_co]):
 
 
 class GroupCommitter(Generic[ItemT, ResultT]):
+    """See the module docstring. A committer serves the event loop that first
+    submits to it (its futures and tasks belong to that loop)."""
+
     def __init__(
         self,
         target: GroupAppendable[ItemT, ResultT],
@@ -133,6 +136,9 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self._closed = False
         self._background_sync: asyncio.Task[None] | None = None
         self._inline = InlineSyncChooser()
+        # Looked up once: asyncio.get_running_loop() makes a getpid() system call on
+        # every call (a fork check), and submit_nowait runs once per item.
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.groups_written = 0
         self.fsyncs = 0
 
@@ -171,7 +177,9 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         """
         if self._closed:
             raise LogClosedError("the group committer is closed")
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:  # a committer serves the loop that first submits to it
+            loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[ResultT] = loop.create_future()
         self._in_flight += 1
         entry = (item, future, durable, on_written)
