@@ -8,6 +8,11 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("segments._record_columns", ["segments/_record_columns.c"], optional=True),
+        Extension(
+            "segments._record_columns",
+            ["segments/_record_columns.c", "segments/_crc32c_copy.c"],
+            depends=["segments/_crc32c_copy.h"],
+            optional=True,
+        ),
     ],
 )

@@ -22,10 +22,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_crc32c_copy.h"
+
 #define FLAG_TIMESTAMPS 0x4
 #define FLAG_KEYS 0x8
 #define FLAG_HEADERS 0x10
 #define PREFETCH_BYTES 2048
+#define MAGIC 2
+#define PREFIX_BYTES 16 /* base_offset i64, batch_length u32, crc u32 */
+#define TAIL_BYTES 23   /* magic u8, flags u16, record_count u32, first_ts i64, max_ts i64 */
 
 typedef struct {
     PyObject *value;   /* borrowed from the record, which `snapshot` holds */
@@ -120,27 +125,26 @@ static int take_record(PyObject *record, Item *item, Totals *totals, PyObject **
 /* Values are separate objects spread over the heap, so each starts a new stream
    of cache misses; fetching the next one's first lines while this one is copied
    hides most of them (values a batch encodes are often no longer cached). */
-static void prefetch_value(PyObject *value) {
+static void prefetch_value(const char *start, size_t size) {
 #if defined(__GNUC__) || defined(__clang__)
-    const char *start = PyBytes_AS_STRING(value);
-    Py_ssize_t size = PyBytes_GET_SIZE(value);
-    for (Py_ssize_t at = 0; at < size && at < PREFETCH_BYTES; at += 64)
-        __builtin_prefetch(start + at);
+    for (size_t at = 0; at < size && at < PREFETCH_BYTES; at += 64) __builtin_prefetch(start + at);
 #else
-    (void)value;
+    (void)start;
+    (void)size;
 #endif
 }
 
-static PyObject *write_payload(const Item *items, Py_ssize_t count, const Totals *totals) {
-    int flags = totals->flags;
+static Py_ssize_t payload_size(Py_ssize_t count, const Totals *totals) {
     Py_ssize_t size = 4 * count + totals->keys_bytes + totals->headers_bytes +
                       totals->values_bytes;
-    if (flags & FLAG_TIMESTAMPS) size += 8 * count;
-    if (flags & FLAG_KEYS) size += 4 * count;
-    if (flags & FLAG_HEADERS) size += 4 * count;
-    PyObject *payload = PyBytes_FromStringAndSize(NULL, size);
-    if (payload == NULL) return NULL;
-    char *out = PyBytes_AS_STRING(payload);
+    if (totals->flags & FLAG_TIMESTAMPS) size += 8 * count;
+    if (totals->flags & FLAG_KEYS) size += 4 * count;
+    if (totals->flags & FLAG_HEADERS) size += 4 * count;
+    return size;
+}
+
+/* The length, timestamp, key-length and headers-length columns; returns their end. */
+static char *write_columns(char *out, const Item *items, Py_ssize_t count, int flags) {
     for (Py_ssize_t i = 0; i < count; i++, out += 4)
         put_u32(out, (uint32_t)PyBytes_GET_SIZE(items[i].value));
     if (flags & FLAG_TIMESTAMPS)
@@ -152,24 +156,88 @@ static PyObject *write_payload(const Item *items, Py_ssize_t count, const Totals
     if (flags & FLAG_HEADERS)
         for (Py_ssize_t i = 0; i < count; i++, out += 4)
             put_u32(out, items[i].headers ? (uint32_t)PyBytes_GET_SIZE(items[i].headers) : 0);
-    if (flags & FLAG_KEYS)
+    return out;
+}
+
+/* Keys, encoded headers and values as pieces to copy from `out` on, in order;
+   returns how many (at most 3 * count). */
+static size_t record_pieces(CopyPiece *pieces, char *out, const Item *items, Py_ssize_t count,
+                            int flags) {
+    size_t n = 0;
+    for (int column = 0; column < 3; column++) {
+        if ((column == 0 && !(flags & FLAG_KEYS)) || (column == 1 && !(flags & FLAG_HEADERS)))
+            continue;
         for (Py_ssize_t i = 0; i < count; i++) {
-            if (items[i].key == NULL) continue;
-            memcpy(out, PyBytes_AS_STRING(items[i].key), PyBytes_GET_SIZE(items[i].key));
-            out += PyBytes_GET_SIZE(items[i].key);
+            PyObject *part = column == 0 ? items[i].key
+                             : column == 1 ? items[i].headers : items[i].value;
+            if (part == NULL || PyBytes_GET_SIZE(part) == 0) continue;
+            pieces[n].src = PyBytes_AS_STRING(part);
+            pieces[n].dst = out;
+            pieces[n].len = (size_t)PyBytes_GET_SIZE(part);
+            out += pieces[n++].len;
         }
-    if (flags & FLAG_HEADERS)
-        for (Py_ssize_t i = 0; i < count; i++) {
-            if (items[i].headers == NULL) continue;
-            memcpy(out, PyBytes_AS_STRING(items[i].headers), PyBytes_GET_SIZE(items[i].headers));
-            out += PyBytes_GET_SIZE(items[i].headers);
-        }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (i + 1 < count) prefetch_value(items[i + 1].value);
-        memcpy(out, PyBytes_AS_STRING(items[i].value), PyBytes_GET_SIZE(items[i].value));
-        out += PyBytes_GET_SIZE(items[i].value);
     }
+    return n;
+}
+
+static PyObject *write_payload(const Item *items, Py_ssize_t count, const Totals *totals) {
+    PyObject *payload = PyBytes_FromStringAndSize(NULL, payload_size(count, totals));
+    if (payload == NULL) return NULL;
+    CopyPiece *pieces = PyMem_New(CopyPiece, 3 * count);
+    if (pieces == NULL) {
+        Py_DECREF(payload);
+        return PyErr_NoMemory();
+    }
+    char *out = write_columns(PyBytes_AS_STRING(payload), items, count, totals->flags);
+    size_t n = record_pieces(pieces, out, items, count, totals->flags);
+    for (size_t i = 0; i < n; i++) {
+        if (i + 1 < n) prefetch_value(pieces[i + 1].src, pieces[i + 1].len);
+        memcpy(pieces[i].dst, pieces[i].src, pieces[i].len);
+    }
+    PyMem_Free(pieces);
     return payload;
+}
+
+/* The records of one call, taken apart: 1 done, 0 not a common shape, -1 error. */
+typedef struct {
+    PyObject *snapshot; /* a tuple of the records: nothing the callback does frees one */
+    PyObject *distinct; /* encoded headers by headers tuple */
+    Item *items;
+    Py_ssize_t count;
+    Totals totals;
+} Gathered;
+
+static void release(Gathered *g) {
+    PyMem_Free(g->items);
+    Py_XDECREF(g->distinct);
+    Py_XDECREF(g->snapshot);
+}
+
+static int gather(Gathered *g, PyObject *records, PyObject *encode_headers) {
+    memset(g, 0, sizeof *g);
+    if ((g->snapshot = PySequence_Tuple(records)) == NULL) return -1;
+    g->count = PyTuple_GET_SIZE(g->snapshot);
+    if (g->count == 0 || g->count > (Py_ssize_t)UINT32_MAX) return 0;
+    if ((g->items = PyMem_New(Item, g->count)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject *first = PyTuple_GET_ITEM(g->snapshot, 0), *last_headers = NULL,
+             *last_encoded = NULL;
+    if (!PyTuple_Check(first) || PyTuple_GET_SIZE(first) != 4) return 0;
+    PyObject *first_timestamp = PyTuple_GET_ITEM(first, 1);
+    int overflow = 0;
+    if (!PyLong_CheckExact(first_timestamp)) return 0;
+    g->totals.first_timestamp_ms = PyLong_AsLongLongAndOverflow(first_timestamp, &overflow);
+    if (overflow) return 0;
+    if (g->totals.first_timestamp_ms == -1 && PyErr_Occurred()) return -1;
+    g->totals.max_timestamp_ms = g->totals.first_timestamp_ms;
+    for (Py_ssize_t i = 0; i < g->count; i++) {
+        int taken = take_record(PyTuple_GET_ITEM(g->snapshot, i), &g->items[i], &g->totals,
+                                &g->distinct, encode_headers, &last_headers, &last_encoded);
+        if (taken <= 0) return taken;
+    }
+    return 1;
 }
 
 static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -178,54 +246,80 @@ static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_TypeError, "encode(records, encode_headers)");
         return NULL;
     }
-    /* A tuple of the records, so nothing the callback does can free one in use. */
-    PyObject *snapshot = PySequence_Tuple(args[0]);
-    if (snapshot == NULL) return NULL;
-    Py_ssize_t count = PyTuple_GET_SIZE(snapshot);
-    if (count == 0 || count > (Py_ssize_t)UINT32_MAX) {
-        Py_DECREF(snapshot);
-        Py_RETURN_NONE;
+    Gathered g;
+    int gathered = gather(&g, args[0], args[1]);
+    PyObject *result = NULL;
+    if (gathered == 0) {
+        result = Py_NewRef(Py_None);
+    } else if (gathered > 0) {
+        PyObject *payload = write_payload(g.items, g.count, &g.totals);
+        if (payload != NULL)
+            result = Py_BuildValue("(NiLL)", payload, g.totals.flags,
+                                   g.totals.first_timestamp_ms, g.totals.max_timestamp_ms);
     }
-    Item *items = PyMem_New(Item, count);
-    if (items == NULL) {
-        Py_DECREF(snapshot);
+    release(&g);
+    return result;
+}
+
+/* The batch header (record_batch.py) with its CRC, and the payload, copied and
+   checksummed in one pass. */
+static PyObject *write_batch(const Gathered *g, long long base_offset) {
+    Py_ssize_t size = payload_size(g->count, &g->totals);
+    if (size > (Py_ssize_t)UINT32_MAX - 4 - TAIL_BYTES) return Py_NewRef(Py_None);
+    PyObject *payload = PyBytes_FromStringAndSize(NULL, size);
+    CopyPiece *pieces = PyMem_New(CopyPiece, 3 * g->count + 1);
+    if (payload == NULL || pieces == NULL) {
+        Py_XDECREF(payload);
+        PyMem_Free(pieces);
         return PyErr_NoMemory();
     }
-    PyObject *distinct = NULL, *last_headers = NULL, *last_encoded = NULL, *result = NULL;
-    Totals totals = {0, 0, 0, 0, 0, 0};
-    PyObject *first_timestamp = PyTuple_Check(PyTuple_GET_ITEM(snapshot, 0)) &&
-                                        PyTuple_GET_SIZE(PyTuple_GET_ITEM(snapshot, 0)) == 4
-                                    ? PyTuple_GET_ITEM(PyTuple_GET_ITEM(snapshot, 0), 1)
-                                    : NULL;
-    int overflow = 0;
-    if (first_timestamp == NULL || !PyLong_CheckExact(first_timestamp)) goto reference;
-    totals.first_timestamp_ms = PyLong_AsLongLongAndOverflow(first_timestamp, &overflow);
-    if (overflow) goto reference;
-    if (totals.first_timestamp_ms == -1 && PyErr_Occurred()) goto done;
-    totals.max_timestamp_ms = totals.first_timestamp_ms;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int taken = take_record(PyTuple_GET_ITEM(snapshot, i), &items[i], &totals, &distinct,
-                                args[1], &last_headers, &last_encoded);
-        if (taken < 0) goto done;
-        if (taken == 0) goto reference;
+    char *start = PyBytes_AS_STRING(payload);
+    char *out = write_columns(start, g->items, g->count, g->totals.flags);
+    pieces[0].src = pieces[0].dst = start; /* the columns: in place, checksummed only */
+    pieces[0].len = (size_t)(out - start);
+    size_t n = 1 + record_pieces(pieces + 1, out, g->items, g->count, g->totals.flags);
+    unsigned char head[PREFIX_BYTES + TAIL_BYTES];
+    put_u64((char *)head, (uint64_t)base_offset);
+    put_u32((char *)head + 8, (uint32_t)(4 + TAIL_BYTES + size));
+    unsigned char *tail = head + PREFIX_BYTES;
+    tail[0] = MAGIC;
+    tail[1] = (unsigned char)g->totals.flags;
+    tail[2] = (unsigned char)(g->totals.flags >> 8);
+    put_u32((char *)tail + 3, (uint32_t)g->count);
+    put_u64((char *)tail + 7, (uint64_t)g->totals.first_timestamp_ms);
+    put_u64((char *)tail + 15, (uint64_t)g->totals.max_timestamp_ms);
+    uint32_t state = crc32c_update(0xFFFFFFFFu, head, 8); /* the base offset, then the tail */
+    state = crc32c_update(state, tail, TAIL_BYTES);
+    state = crc32c_copy(state, pieces, n, (size_t)size);
+    put_u32((char *)head + 12, ~state);
+    PyMem_Free(pieces);
+    return Py_BuildValue("(y#NLL)", (const char *)head, (Py_ssize_t)sizeof head, payload,
+                         g->totals.first_timestamp_ms, g->totals.max_timestamp_ms);
+}
+
+static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "encode_batch(records, encode_headers, base_offset)");
+        return NULL;
     }
-    PyObject *payload = write_payload(items, count, &totals);
-    if (payload != NULL)
-        result = Py_BuildValue("(NiLL)", payload, totals.flags, totals.first_timestamp_ms,
-                               totals.max_timestamp_ms);
-    goto done;
-reference:
-    result = Py_NewRef(Py_None);
-done:
-    PyMem_Free(items);
-    Py_XDECREF(distinct);
-    Py_DECREF(snapshot);
+    long long base_offset = PyLong_AsLongLong(args[2]);
+    if (base_offset == -1 && PyErr_Occurred()) return NULL;
+    if (!crc32c_copy_available() || base_offset < 0) Py_RETURN_NONE;
+    Gathered g;
+    int gathered = gather(&g, args[0], args[1]);
+    PyObject *result = gathered > 0 ? write_batch(&g, base_offset)
+                       : gathered == 0 ? Py_NewRef(Py_None) : NULL;
+    release(&g);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
      "encode(records, encode_headers) -> (payload, flags, first_ts, max_ts) or None"},
+    {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
+     "encode_batch(records, encode_headers, base_offset) -> (head, payload, first_ts, max_ts)"
+     " or None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -37,7 +37,7 @@ from segments.record_columns import BatchFormatError as BatchFormatError
 from segments.record_columns import Headers as Headers
 from segments.record_columns import LogRecord as LogRecord
 from segments.record_columns import Record as Record
-from segments.record_columns import decode_columns, encode_columns
+from segments.record_columns import decode_columns, encode_batch_c, encode_columns
 
 MAGIC = 2
 PREFIX = struct.Struct("<qII")  # base_offset, batch_length, crc
@@ -78,6 +78,12 @@ def encode_batch_parts(
     """Encode `records` as one batch whose first record gets `base_offset`."""
     if not records:
         raise ValueError("a batch holds at least one record")
+    if compression is Compression.NONE:
+        made = encode_batch_c(records, base_offset)
+        if made is not None:
+            head, payload, first_ts, max_ts = made
+            return _new_tuple(EncodedBatch, (head, payload, base_offset, len(records), first_ts,
+                                             max_ts, len(head) + len(payload)))
     payload, flags, first_timestamp_ms, max_timestamp_ms = encode_columns(records)
     flags |= int(compression)
     if compression is Compression.ZSTD:

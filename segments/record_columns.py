@@ -125,21 +125,35 @@ def encode_columns_python(records: Sequence[Record]) -> RecordColumns:
 
 _CEncode = Callable[[Sequence[Record], Callable[[Headers], bytes]],
                     "tuple[bytes, int, int, int] | None"]
+_CEncodeBatch = Callable[[Sequence[Record], Callable[[Headers], bytes], int],
+                         "tuple[bytes, bytes, int, int] | None"]
 
 
-def _load_c_encoder() -> _CEncode | None:
+def _load_c_encoders() -> tuple[_CEncode | None, _CEncodeBatch | None]:
     if os.environ.get("LOGBROKER_PURE_PYTHON"):
-        return None
+        return None, None
     try:
         from segments import _record_columns
     except ImportError:
-        return None
+        return None, None
     encode: _CEncode = _record_columns.encode
-    return encode
+    encode_batch: _CEncodeBatch = _record_columns.encode_batch
+    return encode, encode_batch
 
 
-_c_encode = _load_c_encoder()
+_c_encode, _c_encode_batch = _load_c_encoders()
 ENCODER = "c" if _c_encode is not None else "python"
+
+
+def encode_batch_c(records: Sequence[Record], base_offset: int
+                   ) -> tuple[bytes, bytes, int, int] | None:
+    """An uncompressed batch in one C pass, the CRC computed while the payload is
+    copied (`_crc32c_copy.c`): (head, payload, first_ts, max_ts), or None where the
+    C encoder is not built, the CPU lacks the CRC instruction, or a record is not of
+    a shape it takes. The head is `record_batch`'s header, CRC included."""
+    if _c_encode_batch is None:
+        return None
+    return _c_encode_batch(records, encode_headers, base_offset)
 
 
 def encode_columns(records: Sequence[Record]) -> tuple[bytes, int, int, int]:
