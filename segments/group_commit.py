@@ -9,7 +9,11 @@ deliver them, without waiting for it: see `sync_point.py`) and wait together
 for the next fsync, so the number of fsyncs per second stays at what the disk
 allows while messages per second grow with the number of concurrent
 submitters. A target without sync points holds new submissions back until
-the fsync is done.
+the fsync is done. When the loop would only wait for the fsync (every
+submitter waiting on it), the fsync runs on the loop instead, which saves the
+hand-off to the thread and back (`inline_sync.py`). After an fsync the flusher
+stays one loop iteration, so the submitters it released queue behind it and
+are written as one group.
 
 When a future resolves, its item is durable under the policy:
 - `always`: written and fsynced (a publish confirm means "on disk");

@@ -15,7 +15,8 @@ pass: `encode_columns` uses it and falls back to `encode_columns_python`, the
 reference, where it is missing, where LOGBROKER_PURE_PYTHON is set, or for
 any record outside the shapes it takes (then the reference raises the errors).
 The batch envelope around the payload (header, CRC, compression) is
-`record_batch`'s.
+`record_batch`'s; for an uncompressed batch the C extension can build that
+too, checksumming while it copies (`encode_batch_c`, `_crc32c_copy.c`).
 """
 
 from __future__ import annotations
