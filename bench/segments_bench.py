@@ -320,7 +320,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--duration-s", type=float, default=5.0)
     parser.add_argument("--big-mib", type=float, default=1024.0)
     parser.add_argument("--small-mib", type=float, default=100.0)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
                         help="the group commit's loop (default: as logbroker serve)")
     parser.add_argument("--build", nargs=2, metavar=("DIR", "MIB"), help=argparse.SUPPRESS)
