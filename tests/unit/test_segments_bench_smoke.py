@@ -59,5 +59,6 @@ def test_bench_prints_one_json_line_with_every_figure(tmp_path: Path) -> None:
     assert set(result["targets_met"]) == set(TARGETS)
     assert all(isinstance(met, bool) for met in result["targets_met"].values())
     assert result["params"]["rounds"] == 1
+    assert result["params"]["record_encoder"] in ("c", "python")
     # The benchmark removes its own temp directory.
     assert os.listdir(tmp_path) == []
