@@ -295,7 +295,9 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             point = self._target.sync_point()
             work = self._target.sync if point is None else point.run
             if self._inline.run_inline(len(waiting)):
+                started_s = time.perf_counter()
                 self._timed(work)
+                self._inline.inline_took(time.perf_counter() - started_s)
             else:
                 await self._sync_on_thread(work, point is not None, len(waiting))
             if point is not None:

@@ -17,8 +17,15 @@ large run on the loop; then one runs on the thread again, to measure again.
 Small groups (a paced publisher waiting on every message) always go to the
 thread, so the loop stays free to write and deliver what arrives meanwhile.
 
+Only fast fsyncs run on the loop (`wall_max_s`): the hand-off matters next to
+an fsync of a few hundred microseconds, not next to a slow disk's tens of
+milliseconds, which must not stall the loop. A measured fsync slower than that
+keeps the next ones on the thread, and so does an fsync on the loop that took
+longer (`inline_took`).
+
 Invariant: an fsync runs on the loop only while the last measurement found the
-loop idle, and at most `inline_run` of them follow one measurement.
+loop idle and the last fsync fast, and at most `inline_run` of them follow one
+measurement.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ IDLE_SHARE_MAX = 0.2
 # The loop's own CPU time for taking the fsync's completion back (its callbacks
 # before the committer resumes), which is not other work.
 HANDOFF_CPU_S = 30e-6
+# The longest fsync worth running on the loop: the hand-off it saves is 60-110 µs.
+WALL_MAX_S = 0.001
 
 
 @dataclass
@@ -39,6 +48,7 @@ class InlineSyncChooser:
     inline_run: int = INLINE_RUN
     idle_share_max: float = IDLE_SHARE_MAX
     handoff_cpu_s: float = HANDOFF_CPU_S
+    wall_max_s: float = WALL_MAX_S
     _inline_left: int = 0
 
     def run_inline(self, group_items: int) -> bool:
@@ -55,4 +65,10 @@ class InlineSyncChooser:
         other_work_s = loop_cpu_s - self.handoff_cpu_s
         idle = not written_meanwhile and other_work_s <= self.idle_share_max * wall_s
         large = group_items >= self.group_items_min
-        self._inline_left = self.inline_run if idle and large else 0
+        fast = wall_s <= self.wall_max_s
+        self._inline_left = self.inline_run if idle and large and fast else 0
+
+    def inline_took(self, wall_s: float) -> None:
+        """An fsync on the loop took `wall_s`: a slow one sends the next to the thread."""
+        if wall_s > self.wall_max_s:
+            self._inline_left = 0
