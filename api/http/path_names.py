@@ -9,18 +9,32 @@ then call `path_name` on it to get the real name.
 
 from __future__ import annotations
 
+import json
 from urllib.parse import unquote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.http.http_errors import error_body
+
 
 def _escape_segment(raw: str) -> str:
-    decoded = unquote(raw)
+    # strict: an escape that is not UTF-8 is refused (BadPathError), not turned
+    # into U+FFFD, which would name a queue the client never meant.
+    decoded = unquote(raw, errors="strict")
     return decoded.replace("%", "%25").replace("/", "%2F")
 
 
+class BadPathError(ValueError):
+    """A path segment's percent-escapes are not UTF-8."""
+
+
 def routable_path(raw_path: str) -> str:
-    return "/".join(_escape_segment(segment) for segment in raw_path.split("/"))
+    """The path to route on; BadPathError if an escape is not UTF-8."""
+    try:
+        return "/".join(_escape_segment(segment) for segment in raw_path.split("/"))
+    except UnicodeDecodeError as error:
+        raise BadPathError(f"the path's percent-escapes are not UTF-8: {error.reason}") \
+            from error
 
 
 def path_name(parameter: str) -> str:
@@ -37,5 +51,21 @@ class EncodedSlashMiddleware:
             raw = scope.get("raw_path")
             if raw:
                 scope = dict(scope)
-                scope["path"] = routable_path(raw.decode("latin-1").split("?", 1)[0])
+                try:
+                    scope["path"] = routable_path(raw.decode("latin-1").split("?", 1)[0])
+                except BadPathError as error:
+                    await _refuse(scope, send, str(error))
+                    return
         await self.app(scope, receive, send)
+
+
+async def _refuse(scope: Scope, send: Send, reason: str) -> None:
+    """400 with the API's JSON error body; a WebSocket handshake is closed (1008)."""
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008, "reason": reason[:120]})
+        return
+    body = json.dumps(error_body(400, reason)).encode()
+    await send({"type": "http.response.start", "status": 400,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

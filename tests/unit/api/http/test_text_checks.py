@@ -121,3 +121,14 @@ async def test_amqp_values_in_arguments_export_as_json(broker: Broker,
                                   "x-time": 1577836800, "x-list": ["ok", 1]}
     view = (await http.get("/api/queues/%2F/amqp-declared")).json()
     assert view["arguments"] == queue["arguments"]
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+async def test_a_path_whose_escapes_are_not_utf8_is_a_400_and_creates_nothing(
+        http: httpx.AsyncClient, broker: Broker, method: str) -> None:
+    answer = await http.request(method, "/api/queues/%2F/%ED%A0%80", json={})
+    assert answer.status_code == 400
+    assert answer.json()["error"] == "bad_request"
+    assert "not UTF-8" in answer.json()["reason"]
+    listed = await http.get("/api/queues")
+    assert listed.status_code == 200 and listed.json() == []
