@@ -149,8 +149,7 @@ class Log(LogShortening):
             return self.append_group([records], now_ms)[0]
         self._check_open()
         batch = encode_batch_parts(self.next_offset, records, self.config.compression)
-        self._maybe_roll(batch.size, now_ms if now_ms is not None else batch.max_timestamp_ms)
-        self._segments[-1].append_encoded([batch])
+        self._write_batches([batch], now_ms)
         return AppendResult(batch.base_offset, batch.base_offset + batch.record_count)
 
     def append_group(
@@ -163,8 +162,12 @@ class Log(LogShortening):
         """
         self._check_open()
         batches, results = encode_groups(groups, self.next_offset, self.config.compression)
-        if not batches:
-            return results
+        if batches:
+            self._write_batches(batches, now_ms)
+        return results
+
+    def _write_batches(self, batches: list[EncodedBatch], now_ms: int | None) -> None:
+        """Roll if they do not fit, then write them to the active segment."""
         if len(batches) == 1:  # the usual case, without two generators
             size, latest_ms = batches[0].size, batches[0].max_timestamp_ms
         else:
@@ -172,7 +175,6 @@ class Log(LogShortening):
             latest_ms = max(batch.max_timestamp_ms for batch in batches)
         self._maybe_roll(size, now_ms if now_ms is not None else latest_ms)
         self._segments[-1].append_encoded(batches)
-        return results
 
     def append_raw_batch(self, data: bytes) -> AppendResult:
         """Append a batch encoded elsewhere (a replica copying its leader), validated first."""

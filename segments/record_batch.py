@@ -82,8 +82,7 @@ def encode_batch_parts(
         made = encode_batch_c(records, base_offset)
         if made is not None:
             head, payload, first_ts, max_ts = made
-            return _new_tuple(EncodedBatch, (head, payload, base_offset, len(records), first_ts,
-                                             max_ts, len(head) + len(payload)))
+            return _encoded(head, payload, base_offset, len(records), first_ts, max_ts)
     payload, flags, first_timestamp_ms, max_timestamp_ms = encode_columns(records)
     flags |= int(compression)
     if compression is Compression.ZSTD:
@@ -91,8 +90,14 @@ def encode_batch_parts(
     tail = TAIL.pack(MAGIC, flags, len(records), first_timestamp_ms, max_timestamp_ms)
     crc = crc32c.crc32c(payload, crc32c.crc32c(OFFSET.pack(base_offset) + tail))
     head = PREFIX.pack(base_offset, 4 + len(tail) + len(payload), crc) + tail
+    return _encoded(head, payload, base_offset, len(records), first_timestamp_ms,
+                    max_timestamp_ms)
+
+
+def _encoded(head: bytes, payload: bytes, base_offset: int, record_count: int,
+             first_timestamp_ms: int, max_timestamp_ms: int) -> EncodedBatch:
     # tuple.__new__: a NamedTuple's own __new__ is Python code, and this is per append.
-    return _new_tuple(EncodedBatch, (head, payload, base_offset, len(records),
+    return _new_tuple(EncodedBatch, (head, payload, base_offset, record_count,
                                      first_timestamp_ms, max_timestamp_ms,
                                      len(head) + len(payload)))
 

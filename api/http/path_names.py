@@ -9,10 +9,11 @@ then call `path_name` on it to get the real name.
 
 from __future__ import annotations
 
-import json
 from urllib.parse import unquote
 
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocketClose
 
 from api.http.http_errors import error_body
 
@@ -54,18 +55,10 @@ class EncodedSlashMiddleware:
                 try:
                     scope["path"] = routable_path(raw.decode("latin-1").split("?", 1)[0])
                 except BadPathError as error:
-                    await _refuse(scope, send, str(error))
+                    # 400 with the API's JSON error body; a WebSocket handshake is closed.
+                    refusal = (WebSocketClose(1008, str(error)[:120])
+                               if scope["type"] == "websocket"
+                               else JSONResponse(error_body(400, str(error)), status_code=400))
+                    await refusal(scope, receive, send)
                     return
         await self.app(scope, receive, send)
-
-
-async def _refuse(scope: Scope, send: Send, reason: str) -> None:
-    """400 with the API's JSON error body; a WebSocket handshake is closed (1008)."""
-    if scope["type"] == "websocket":
-        await send({"type": "websocket.close", "code": 1008, "reason": reason[:120]})
-        return
-    body = json.dumps(error_body(400, reason)).encode()
-    await send({"type": "http.response.start", "status": 400,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
