@@ -156,11 +156,27 @@ class QueueInSyncChanged:
     queue: QueueRecord
 
 
+@dataclass(frozen=True, slots=True)
+class GroupOffsetsCommitted:
+    """`offsets` is what the commit changed (queue -> new next offset)."""
+
+    vhost: str
+    group: str
+    offsets: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDeleted:
+    vhost: str
+    group: str
+
+
 Event = (
     VhostAdded | VhostUpdated | VhostDeleted | UserPut | UserDeleted | PermissionsSet
     | PermissionsCleared | ExchangeDeclared | ExchangeDeleted | QueueDeclared | QueueDeleted
     | BindingAdded | BindingRemoved | PolicyChanged | ClusterNodeAdded | ClusterNodeUpdated
     | ClusterNodeRemoved | NodeLivenessChanged | QueuePlacementChanged | QueueInSyncChanged
+    | GroupOffsetsCommitted | ConsumerGroupDeleted
 )  # fmt: skip
 
 

@@ -10,8 +10,10 @@ from logbroker.metadata import (
     Bind,
     ClearPermissions,
     Command,
+    CommitGroupOffsets,
     DeclareExchange,
     DeclareQueue,
+    DeleteConsumerGroup,
     DeleteExchange,
     DeletePolicy,
     DeleteQueue,
@@ -69,6 +71,8 @@ declare_queues = st.tuples(
 set_placements = st.tuples(vhosts, queues, placements).map(
     lambda t: SetQueuePlacement(t[0], t[1], t[2][0] or "", t[2][1])
 )
+groups = st.sampled_from(["g1", "g2", ""])
+group_offsets = st.dictionaries(queues, st.sampled_from([0, 3, 7, -1, True]), max_size=2)
 commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(AddVhost, st.just("v")),
     st.builds(DeleteVhost, st.just("v")),
@@ -102,6 +106,9 @@ commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(ElectQueueLeader, vhosts, queues, st.integers(0, 3), nodes,
               st.sampled_from([(), ("n1",), ("n2", "n1"), ("n3", "n1", "n2"), ("n2", "n2")]),
               st.booleans()),
+    st.builds(CommitGroupOffsets, vhosts, groups, group_offsets),
+    st.builds(CommitGroupOffsets, vhosts, groups, group_offsets),
+    st.builds(DeleteConsumerGroup, vhosts, groups),
 )  # fmt: skip
 
 # A starting topology, so random commands meet existing objects and cascades.

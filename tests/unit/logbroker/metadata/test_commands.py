@@ -111,7 +111,7 @@ def test_every_command_type_is_covered() -> None:
         "ClearPermissions", "DeclareExchange", "DeleteExchange", "Bind", "Unbind",
         "DeclareQueue", "DeleteQueue", "PutPolicy", "DeletePolicy", "AddClusterNode",
         "RemoveClusterNode", "SetNodeLiveness", "SetQueuePlacement", "SetQueueInSync",
-        "ElectQueueLeader",
+        "ElectQueueLeader", "CommitGroupOffsets", "DeleteConsumerGroup",
     }  # fmt: skip
 
 
