@@ -69,6 +69,12 @@ class Client(ClientBase):
                 response = self._http.request(
                     call.method, node.base_url + call.path, params=call.params, json=call.body,
                     auth=node.auth)
+                leader = self._redirect(response, node)
+                if leader is not None:
+                    node = leader
+                    response = self._http.request(
+                        call.method, leader.base_url + call.path, params=call.params,
+                        json=call.body, auth=leader.auth)
             except httpx.TransportError as error:
                 self._transport_failed(call, node, error, problems)
                 time.sleep(self._ring.pause_after(attempt))
