@@ -7,13 +7,17 @@ from RabbitMQ's; the expectations are RabbitMQ's (``rabbit_channel``, ``rabbit_r
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import Callable
 
+import aiormq
 import pika
 import pytest
-from pika.exceptions import ChannelClosedByBroker
+from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
 
 Connect = Callable[[], pika.BlockingConnection]
+TIMEOUT_S = 5.0
 
 
 def test_unbind_after_the_queue_or_exchange_is_gone_is_ok(connect: Connect) -> None:
@@ -38,3 +42,27 @@ def test_unbind_after_the_queue_or_exchange_is_gone_is_ok(connect: Connect) -> N
         channel.queue_unbind("never-q", "", "k")
     assert raised.value.reply_code == 403
     assert connection.is_open
+
+
+async def test_a_channel_number_above_channel_max_is_fine(amqp_broker: int) -> None:
+    # aiormq's test_bad_channel: 65535 under the default channel_max (2047).
+    async with aiormq.connect(f"amqp://guest:guest@127.0.0.1:{amqp_broker}/") as connection:
+        assert connection.connection_tune.channel_max == 2047
+        channel = await asyncio.wait_for(connection.channel(65535), TIMEOUT_S)
+        with pytest.raises(aiormq.exceptions.ChannelNotFoundEntity):
+            await asyncio.wait_for(
+                channel.queue_bind(uuid.uuid4().hex, uuid.uuid4().hex), TIMEOUT_S)
+
+
+def test_one_channel_more_than_channel_max_closes_the_connection(amqp_broker: int) -> None:
+    # aiormq's test_no_free_channels, with a channel_max the client asks for.
+    parameters = pika.ConnectionParameters("127.0.0.1", amqp_broker, channel_max=3,
+                                           socket_timeout=5, connection_attempts=1)
+    connection = pika.BlockingConnection(parameters)
+    for number in (1, 2, 3):
+        connection.channel(number)
+    with pytest.raises(ConnectionClosedByBroker) as raised:
+        connection.channel(4)
+    assert raised.value.reply_code == 530
+    assert raised.value.reply_text == (
+        "NOT_ALLOWED - number of channels opened (3) has reached the negotiated channel_max (3)")
