@@ -45,6 +45,7 @@ from pamqp import commands
 
 from api.amqp.connection_context import ConnectionContext
 from api.amqp.direct_reply import DirectReplyRegistry
+from api.amqp.frame_encoding import build_method
 from logbroker.message import Message
 from logbroker.publishing import PublishResult
 
@@ -200,7 +201,8 @@ class PublishPipeline:
         self._ctx.notify_output()
 
     def _send_return(self, message: Message) -> None:
-        method = commands.Basic.Return(NO_ROUTE, "NO_ROUTE", message.exchange, message.routing_key)
+        method = build_method(commands.Basic.Return, reply_code=NO_ROUTE, reply_text="NO_ROUTE",
+                              exchange=message.exchange, routing_key=message.routing_key)
         self._ctx.machine.send_content(self._channel, method, message.encoded_properties(),
                                        message.body)
 

@@ -16,6 +16,8 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
 
+from tests.integration.amqp.helpers import consume_n
+
 Connect = Callable[[], pika.BlockingConnection]
 TIMEOUT_S = 5.0
 
@@ -66,3 +68,38 @@ def test_one_channel_more_than_channel_max_closes_the_connection(amqp_broker: in
     assert raised.value.reply_code == 530
     assert raised.value.reply_text == (
         "NOT_ALLOWED - number of channels opened (3) has reached the negotiated channel_max (3)")
+
+
+NAMES = ["federation: fed.x -> node@host", "ünïcode", "q#*", "é" * 127 + "x"]  # last: 255 bytes
+
+
+@pytest.mark.parametrize("name", NAMES, ids=["federation", "unicode", "wildcards", "255-bytes"])
+def test_any_utf8_name_works_for_queues_and_exchanges(connect: Connect, name: str) -> None:
+    # RabbitMQ takes any UTF-8 up to 255 bytes; pamqp's name patterns are stricter, and
+    # every method the broker sends that carries a name must not apply them.
+    channel = connect().channel()
+    channel.confirm_delivery()
+    assert channel.queue_declare(name).method.queue == name
+    assert channel.queue_declare(name, passive=True).method.queue == name
+    channel.exchange_declare(name, "topic")
+    channel.queue_bind(name, name, name)
+    channel.basic_publish(name, name, b"routed", mandatory=True)
+    method, _properties, body = channel.basic_get(name, auto_ack=True)
+    assert method is not None and (method.exchange, method.routing_key, body) == (
+        name, name, b"routed")
+    returned: list[tuple[str, str]] = []
+    channel.add_on_return_callback(
+        lambda _channel, method, _properties, _body: returned.append(
+            (method.exchange, method.routing_key)))
+    with pytest.raises(pika.exceptions.UnroutableError):
+        channel.basic_publish(name, "ä.nowhere", b"unroutable", mandatory=True)
+    channel.connection.process_data_events(0.2)
+    assert returned == [(name, "ä.nowhere")]
+    channel.basic_publish(name, name, b"consumed")
+    deliveries = consume_n(channel, name, 1)
+    assert [(d[0].exchange, d[0].routing_key, d[2]) for d in deliveries] == [
+        (name, name, b"consumed")]
+    channel.queue_unbind(name, name, name)
+    assert channel.queue_delete(name).method.message_count == 0
+    channel.exchange_delete(name)
+    assert channel.is_open
