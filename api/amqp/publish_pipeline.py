@@ -48,6 +48,7 @@ from api.amqp.direct_reply import DirectReplyRegistry
 from api.amqp.frame_encoding import build_method
 from logbroker.message import Message
 from logbroker.publishing import PublishResult
+from logbroker.queue.replication_gate import ConfirmRefused
 
 __all__ = ["PublishPipeline"]
 
@@ -171,7 +172,10 @@ class PublishPipeline:
         self._ctx.in_flight.remove(size)
         if not task.cancelled() and (error := task.exception()) is not None:
             # Logged here, not when answered: a closed channel never answers.
-            logger.error("publish failed in the broker", exc_info=error)
+            if isinstance(error, ConfirmRefused):  # a fenced leader, too few replicas
+                logger.info("publish not confirmed (nacked): %s", error)
+            else:
+                logger.error("publish failed in the broker", exc_info=error)
         self._schedule_drain()
 
     def _schedule_drain(self) -> None:
