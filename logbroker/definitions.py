@@ -48,6 +48,7 @@ async def declare_queue(
         if server_named:
             name = server_generated_name()
         broker.check(session, "queue", name, "configure")
+        await broker.released(vhost, name)  # a previous instance just deleted: its files
         if broker.state.queue(vhost, name) is None:
             leader_node, members = broker.place_queue(vhost, name, arguments or {}, exclusive)
         else:

@@ -16,7 +16,7 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
 
-from tests.integration.amqp.helpers import consume_n
+from tests.integration.amqp.helpers import consume_n, get_all
 
 Connect = Callable[[], pika.BlockingConnection]
 TIMEOUT_S = 5.0
@@ -103,3 +103,26 @@ def test_any_utf8_name_works_for_queues_and_exchanges(connect: Connect, name: st
     assert channel.queue_delete(name).method.message_count == 0
     channel.exchange_delete(name)
     assert channel.is_open
+
+
+def test_a_queue_declared_again_right_after_it_went_away_is_a_new_empty_queue(
+    connect: Connect,
+) -> None:
+    # The old instance's files are still being closed when the new one opens: the new
+    # one must neither find their lock taken (541) nor see the old messages.
+    channel = connect().channel()
+    for round_ in range(20):
+        channel.queue_declare("again")
+        channel.basic_publish("", "again", f"old {round_}".encode())
+        channel.queue_delete("again")
+        assert channel.queue_declare("again").method.message_count == 0
+        channel.basic_publish("", "again", b"new")
+        assert get_all(channel, "again") == [b"new"]
+        channel.queue_delete("again")
+    for _ in range(10):
+        owner = connect()
+        owner.channel().queue_declare("mine", exclusive=True)
+        owner.close()  # the exclusive queue goes with the connection, closing meanwhile
+        successor = connect()
+        successor.channel().queue_declare("mine", exclusive=True)
+        successor.close()
