@@ -57,6 +57,7 @@ from segments.filesystem import FileSystem, RealFileSystem
 logger = logging.getLogger(__name__)
 RETENTION_SWEEP_S = 30.0
 MOVE_WAIT_S = 5.0
+RELEASE_WAIT_S = 5.0  # a queue's close: a final sync and closing its files
 
 
 class MetadataLog(Protocol):
@@ -85,6 +86,9 @@ class Broker(BrokerAccess):
         self._routers: dict[str, ExchangeRouter] = {}
         self._queues: dict[tuple[str, str], QueueShell] = {}
         self._closing: set[asyncio.Future[None]] = set()
+        # The closes of dropped queues by directory, until done: a queue declared again
+        # meanwhile opens the same directory, whose lock the old instance still holds.
+        self._releasing: dict[str, asyncio.Future[None]] = {}
         self._background: set[asyncio.Future[Applied]] = set()
         # Set by the cluster node: queues led elsewhere, reached over the cluster link.
         self.remote: RemoteQueues | None = None
@@ -330,8 +334,23 @@ class Broker(BrokerAccess):
         shell.cancel_consumers(leader_moved=True)
         await shell.close()
 
+    async def released(self, vhost: str, name: str) -> None:
+        """Wait (at most RELEASE_WAIT_S) until a dropped instance of the queue has closed
+        and removed its files, so that declaring it again opens a new, empty queue."""
+        closing = self._releasing.get(self.queue_directory(vhost, name))
+        if closing is not None:
+            await asyncio.wait([closing], timeout=RELEASE_WAIT_S)
+
     def _open_queue(self, vhost: str, name: str, high_watermark: int | None = None) -> None:
         if (vhost, name) in self._queues or not self.leads_queue(vhost, name):
+            return
+        closing = self._releasing.get(self.queue_directory(vhost, name))
+        if closing is not None:
+            # Declared again (or led here again) before the old instance let go of its
+            # files; a declare waits for that (`released`), other paths open it after.
+            opening = asyncio.ensure_future(
+                self._open_when_released(closing, vhost, name, high_watermark))
+            self._closing.add(opening)
             return
         settings = self.queue_settings(vhost, name)
         record = self.state.queue(vhost, name)
@@ -350,12 +369,26 @@ class Broker(BrokerAccess):
         # even if nobody ever consumes from the queue.
         shell.schedule_pump()
 
+    async def _open_when_released(self, closing: asyncio.Future[None], vhost: str, name: str,
+                                  high_watermark: int | None) -> None:
+        await asyncio.wait([closing])
+        if self.state.queue(vhost, name) is not None:
+            self._open_queue(vhost, name, high_watermark)
+
     def _drop_queue(self, vhost: str, name: str) -> None:
         shell = self._queues.pop((vhost, name), None)
         if shell is None:
             return
         shell.cancel_consumers()
-        self._closing.add(asyncio.ensure_future(_close_and_remove(shell)))
+        closing = asyncio.ensure_future(_close_and_remove(shell))
+        self._closing.add(closing)
+        self._releasing[shell.directory] = closing
+
+        def released(_: asyncio.Future[None]) -> None:
+            if self._releasing.get(shell.directory) is closing:
+                del self._releasing[shell.directory]
+
+        closing.add_done_callback(released)
 
     async def settle(self) -> None:
         """Wait until queues being deleted have closed (tests, shutdown)."""

@@ -25,6 +25,7 @@ from logbroker.metadata import (
 )
 from logbroker.queue.queue_endpoint import RemoteQueueEndpoint
 from logbroker.queue.queue_shell import QueueShell
+from logbroker.routing import Binding, Destination
 
 
 def server_generated_name(prefix: str = "amq.gen-") -> str:
@@ -47,6 +48,7 @@ async def declare_queue(
         if server_named:
             name = server_generated_name()
         broker.check(session, "queue", name, "configure")
+        await broker.released(vhost, name)  # a previous instance just deleted: its files
         if broker.state.queue(vhost, name) is None:
             leader_node, members = broker.place_queue(vhost, name, arguments or {}, exclusive)
         else:
@@ -132,12 +134,21 @@ async def bind_queue(
     arguments: Mapping[str, Any] | None = None, *, unbind: bool = False,
 ) -> None:
     """queue.bind / queue.unbind: write on the queue, read on the exchange."""
-    broker.state.check_queue_access(session.vhost, queue, session.connection_id)
+    if not unbind or _is_bound(broker, session.vhost, exchange, queue, routing_key, arguments):
+        # rabbit_binding:remove checks exclusive access only for a binding it will
+        # remove: unbinding from a queue (or exchange) that is gone answers unbind-ok.
+        broker.state.check_queue_access(session.vhost, queue, session.connection_id)
     broker.check(session, "queue", queue, "write")
     broker.check(session, "exchange", exchange, "read")
     command = Unbind if unbind else Bind
     await broker.apply(command(session.vhost, exchange, "queue", queue, routing_key,
                          dict(arguments or {})))
+
+
+def _is_bound(broker: Broker, vhost: str, exchange: str, queue: str, routing_key: str,
+              arguments: Mapping[str, Any] | None) -> bool:
+    binding = Binding(exchange, Destination.queue(queue), routing_key, dict(arguments or {}))
+    return binding in broker.state.bindings_to(vhost, binding.destination)
 
 
 async def bind_exchange(

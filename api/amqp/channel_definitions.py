@@ -27,6 +27,7 @@ from typing import Any
 
 from pamqp import base, commands
 
+from api.amqp.frame_encoding import build_method
 from logbroker import definitions
 from logbroker.broker import Broker
 from logbroker.broker_config import Session
@@ -103,14 +104,16 @@ class ChannelDefinitions:
 
     async def _queue_declare(self, method: commands.Queue.Declare) -> base.Frame:
         if method.passive and self._pseudo_queue(method.queue):
-            return commands.Queue.DeclareOk(method.queue, 0, 0)
+            return build_method(commands.Queue.DeclareOk, queue=method.queue, message_count=0,
+                                consumer_count=0)
         name, messages, consumers = await definitions.declare_queue(
             self._broker, self._session, method.queue, passive=method.passive,
             durable=method.durable, exclusive=method.exclusive,
             auto_delete=method.auto_delete, arguments=method.arguments,
         )  # fmt: skip
         self.last_queue = name
-        return commands.Queue.DeclareOk(name, messages, consumers)
+        return build_method(commands.Queue.DeclareOk, queue=name, message_count=messages,
+                            consumer_count=consumers)
 
     async def _queue_bind(self, method: commands.Queue.Bind) -> base.Frame:
         queue, key = self._queue_and_key(method.queue, method.routing_key)

@@ -62,6 +62,7 @@ from api.amqp.connection_context import ConnectionContext
 from api.amqp.delivery_tags import DeliveryTags, Unacked, UnknownDeliveryTag
 from api.amqp.direct_reply import PSEUDO_QUEUE, ReplyEndpoint
 from api.amqp.events import Acks, ChannelMethod, Publish
+from api.amqp.frame_encoding import build_method
 from api.amqp.pending_acks import PendingAcks
 from api.amqp.publish_pipeline import PublishPipeline
 from logbroker import consuming
@@ -158,8 +159,9 @@ class ChannelSession(ChannelSettlement):
         """A direct reply-to reply for this channel's reply consumer (no-ack)."""
         if self.closed:
             return
-        method = commands.Basic.Deliver(
-            consumer_tag, self._tags.issue(None), False, message.exchange, message.routing_key
+        method = build_method(
+            commands.Basic.Deliver, consumer_tag=consumer_tag, delivery_tag=self._tags.issue(None),
+            redelivered=False, exchange=message.exchange, routing_key=message.routing_key,
         )
         self._ctx.machine.send_content(self.number, method, message.properties, message.body)
         self._ctx.notify_output()
@@ -395,7 +397,9 @@ class ChannelSession(ChannelSettlement):
         offset, redelivered, message, left, endpoint = found
         entry = None if method.no_ack else Unacked(endpoint, offset, None)
         tag = self._tags.issue(entry)
-        reply = commands.Basic.GetOk(tag, redelivered, message.exchange, message.routing_key, left)
+        reply = build_method(commands.Basic.GetOk, delivery_tag=tag, redelivered=redelivered,
+                             exchange=message.exchange, routing_key=message.routing_key,
+                             message_count=left)
         ctx.machine.send_content(self.number, reply, message.encoded_properties(), message.body)
         ctx.notify_output()
 

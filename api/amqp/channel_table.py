@@ -19,7 +19,11 @@ RabbitMQ's "unimplemented method".
 Errors follow RabbitMQ: a method before channel.open -> 504 "expected
 'channel.open'", a second channel.open -> 504 "second 'channel.open' seen",
 channel.flow active=false -> 540 "active=false", basic.publish immediate=true
--> 540 "immediate=true", a number above channel_max -> 504 CHANNEL_ERROR.
+-> 540 "immediate=true". ``channel_max`` limits how many channels are open at
+once, not their numbers (``rabbit_reader:create_channel``): a frame on a new
+channel when that many are open (closing ones count: their numbers are still
+taken) -> 530 NOT_ALLOWED, checked before the frame itself, as RabbitMQ creates
+the channel first.
 Connection errors are raised as :class:`ProtocolError`; the only channel error
 found here (406, message too large) closes the channel.
 """
@@ -128,8 +132,8 @@ class ChannelState:
 
 
 class ChannelTable:
-    """Channels by number (1..``limit``), writing replies to ``outbox`` and
-    appending events to ``events``."""
+    """Channels by number (at most ``limit`` of them), writing replies to ``outbox``
+    and appending events to ``events``."""
 
     def __init__(
         self, limit: int, max_message_bytes: int, outbox: Outbox, events: list[Event]
@@ -162,12 +166,13 @@ class ChannelTable:
     def handle_frame(self, frame: RawFrame) -> None:
         """A method / header / body frame on a non-zero channel of an open connection."""
         number, kind = frame.channel, frame.frame_type
-        if number > self.limit:
-            raise ProtocolError(
-                ReplyCode.CHANNEL_ERROR,
-                f"channel number {number} is above the negotiated channel_max ({self.limit})",
-            )
         channel = self._channels.get(number)
+        if channel is None and len(self._channels) >= self.limit:
+            raise ProtocolError(
+                ReplyCode.NOT_ALLOWED,
+                f"number of channels opened ({len(self._channels)}) has reached the "
+                f"negotiated channel_max ({self.limit})",
+            )
         if channel is not None and channel.closing:
             self._on_closing_channel(channel, frame)
             return

@@ -56,7 +56,7 @@ from api.amqp.channel_table import CONTENT_METHODS, MACHINE_ONLY_METHODS, Channe
 from api.amqp.connection_state import ENDING_STATES, NOT_READING_STATES, ConnectionState
 from api.amqp.events import ConnectionClosed, ConnectionFailed, Event
 from api.amqp.frame_buffers import Inbox, Outbox
-from api.amqp.frame_encoding import encode_content, encode_delivery
+from api.amqp.frame_encoding import build_method, encode_content, encode_delivery
 from api.amqp.handshake import (
     CONNECTION_CLASS_ID,
     OPEN_IDS,
@@ -252,8 +252,9 @@ class AmqpConnection:
         data = encode_delivery(channel, consumer_tag, delivery_tag, redelivered, exchange,
                                routing_key, properties, body, self.tuning.frame_max)
         if data is None:  # an unusual field: pamqp's encoder says what is wrong with it
-            method = commands.Basic.Deliver(consumer_tag, delivery_tag, redelivered, exchange,
-                                            routing_key)
+            method = build_method(commands.Basic.Deliver, consumer_tag=consumer_tag,
+                                  delivery_tag=delivery_tag, redelivered=redelivered,
+                                  exchange=exchange, routing_key=routing_key)
             data = encode_content(channel, method, properties, body, self.tuning.frame_max)
         self._out.write(data)
         return True

@@ -1,6 +1,12 @@
 """Outgoing AMQP 0-9-1 frames: methods, and content (a method with its header and
 body frames), encoded without pamqp's ``validate`` (see :mod:`api.amqp.wire`).
 
+Methods the broker sends are built with :func:`build_method`, not their pamqp
+constructors: those run ``validate``, whose name patterns refuse queue and exchange
+names RabbitMQ accepts (any UTF-8 up to 255 bytes: ``ünïcode``, ``q#*``,
+``federation: x -> node@host``), so a declare-ok, get-ok, deliver or return
+carrying such a name would fail after the broker had done the work.
+
 basic.deliver, one per message a consumer gets, has its own encoder: its
 arguments around the delivery tag are cached per consumer tag, exchange and
 routing key, and a delivery whose body fits one frame is built in one join.
@@ -8,7 +14,9 @@ routing key, and a delivery whose body fits one frame is built in one join.
 
 from __future__ import annotations
 
+import inspect
 import struct
+from typing import TypeVar
 
 from pamqp import base, commands, encode, header
 
@@ -25,12 +33,46 @@ from api.amqp.wire import (
 )
 
 __all__ = [
+    "build_method",
     "content_frames",
     "deliver_arguments",
     "encode_content",
     "encode_delivery",
     "encode_method",
 ]
+
+
+M = TypeVar("M", bound=base.Frame)
+
+
+_ARGUMENTS: dict[type[base.Frame], dict[str, object]] = {}
+
+
+def _arguments_and_defaults(cls: type[base.Frame]) -> dict[str, object]:
+    """The arguments of `cls`'s constructor and their defaults (`empty` if required)."""
+    arguments = _ARGUMENTS.get(cls)
+    if arguments is None:
+        parameters = inspect.signature(cls.__init__).parameters
+        arguments = _ARGUMENTS[cls] = {
+            name: parameter.default for name, parameter in parameters.items() if name != "self"}
+    return arguments
+
+
+def build_method(cls: type[M], **fields: object) -> M:
+    """``cls(**fields)`` without pamqp's ``validate()``: the constructor's defaults,
+    no checks; the encoder still refuses what cannot be encoded (a name over 255
+    bytes, say). Arguments by name, so a call reads like the method's definition."""
+    arguments = _arguments_and_defaults(cls)
+    unknown = fields.keys() - arguments.keys()
+    if unknown:
+        raise TypeError(f"{cls.name} has no argument {sorted(unknown)[0]!r}")
+    method = cls.__new__(cls)
+    for name, default in arguments.items():
+        value = fields.get(name, default)
+        if value is inspect.Parameter.empty:
+            raise TypeError(f"{cls.name} needs argument {name!r}")
+        setattr(method, name, value)
+    return method
 
 
 def _frame(frame_type: int, channel: int, payload: bytes) -> bytes:

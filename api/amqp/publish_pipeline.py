@@ -45,8 +45,10 @@ from pamqp import commands
 
 from api.amqp.connection_context import ConnectionContext
 from api.amqp.direct_reply import DirectReplyRegistry
+from api.amqp.frame_encoding import build_method
 from logbroker.message import Message
 from logbroker.publishing import PublishResult
+from logbroker.queue.replication_gate import ConfirmRefused
 
 __all__ = ["PublishPipeline"]
 
@@ -170,7 +172,10 @@ class PublishPipeline:
         self._ctx.in_flight.remove(size)
         if not task.cancelled() and (error := task.exception()) is not None:
             # Logged here, not when answered: a closed channel never answers.
-            logger.error("publish failed in the broker", exc_info=error)
+            if isinstance(error, ConfirmRefused):  # a fenced leader, too few replicas
+                logger.info("publish not confirmed (nacked): %s", error)
+            else:
+                logger.error("publish failed in the broker", exc_info=error)
         self._schedule_drain()
 
     def _schedule_drain(self) -> None:
@@ -200,7 +205,8 @@ class PublishPipeline:
         self._ctx.notify_output()
 
     def _send_return(self, message: Message) -> None:
-        method = commands.Basic.Return(NO_ROUTE, "NO_ROUTE", message.exchange, message.routing_key)
+        method = build_method(commands.Basic.Return, reply_code=NO_ROUTE, reply_text="NO_ROUTE",
+                              exchange=message.exchange, routing_key=message.routing_key)
         self._ctx.machine.send_content(self._channel, method, message.encoded_properties(),
                                        message.body)
 

@@ -18,9 +18,12 @@ Check order follows `rabbit_channel`:
   redeclare neither compares nor changes it, so the queue stays where it
   was first placed.
 - queue.delete: absent is fine.
-- bind/unbind: neither end may be the default exchange (403); both ends must
-  exist (404, source first); the source's type validates the binding (406).
-  Unbinding what is not bound is fine.
+- bind/unbind: neither end may be the default exchange (403). A bind needs
+  both ends (404, source first) and the source's type validates the binding
+  (406). An unbind whose source or destination is gone has nothing to remove
+  and succeeds, as `rabbit_binding:remove` does (`absent_errs_only`: only a
+  queue whose node is down is an error there, and our metadata has no such
+  queue); unbinding what is not bound is fine too.
 
 Cascades (`rabbit_binding` / `rabbit_exchange:maybe_auto_delete`): deleting a
 queue removes the bindings to it and its entry in every consumer group
@@ -213,20 +216,26 @@ def delete_queue(vhost: VhostData, name: str) -> list[Event]:
     return [QueueDeleted(vhost.name, name, removed), *_auto_delete_sources(vhost, removed)]
 
 
-def _binding_of(data: StateData, command: Bind | Unbind) -> tuple[VhostData, Binding]:
-    """Check both ends of a bind or unbind; the binding it names."""
+def _binding_named(data: StateData, command: Bind | Unbind) -> tuple[VhostData, Binding]:
+    """The binding a bind or unbind names; neither end may be the default exchange."""
     vhost = data.vhost(command.vhost)
     if command.destination_kind == "exchange" and command.destination == "":
         raise default_exchange_refused()
     if command.source == "":
         raise default_exchange_refused()
+    destination = Destination(command.destination_kind, command.destination)
+    binding = Binding(command.source, destination, command.routing_key, command.arguments)
+    return vhost, binding
+
+
+def _binding_of(data: StateData, command: Bind) -> tuple[VhostData, Binding]:
+    """Check both ends of a bind; the binding it names."""
+    vhost, binding = _binding_named(data, command)
     if command.source not in vhost.exchanges:
         raise not_found("exchange", command.vhost, command.source)
     destinations = vhost.queues if command.destination_kind == "queue" else vhost.exchanges
     if command.destination not in destinations:
         raise not_found(command.destination_kind, command.vhost, command.destination)
-    destination = Destination(command.destination_kind, command.destination)
-    binding = Binding(command.source, destination, command.routing_key, command.arguments)
     return vhost, binding
 
 
@@ -254,7 +263,8 @@ def plan_bind(data: StateData, command: Bind) -> Plan:
 
 
 def plan_unbind(data: StateData, command: Unbind) -> Plan:
-    vhost, binding = _binding_of(data, command)
+    # A missing end cannot be in a binding, so the membership test covers it.
+    vhost, binding = _binding_named(data, command)
     if binding not in vhost.bindings:
         return _nothing
 

@@ -188,10 +188,15 @@ class ReplicationGate:
         self.fence(reason)
 
 
-class GateFenced(Exception):
+class ConfirmRefused(Exception):
+    """The queue declines to confirm what it was given, as the replication rules
+    say it must: an expected outcome (the publisher gets a nack), not a fault."""
+
+
+class GateFenced(ConfirmRefused):
     """The queue's leadership moved on: the publish is not confirmed here."""
 
 
-class NotEnoughReplicas(Exception):
+class NotEnoughReplicas(ConfirmRefused):
     """The publish reached the high watermark while the in-sync set was smaller than
     the queue's `min-in-sync`: written, but not confirmed."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig, Session
 from logbroker.message import Message
 from logbroker.publishing import PublishResult
+from logbroker.queue.replication_gate import GateFenced, NotEnoughReplicas
 
 Properties = commands.Basic.Properties
 
@@ -177,6 +179,50 @@ async def test_a_barrier_waits_for_the_publishes_before_it(harness: Harness) -> 
     pipeline.barrier(lambda all_confirmed: reached.append(int(all_confirmed)))
     await settle(3)
     assert reached == [1, 0, 1]
+
+
+@pytest.mark.parametrize("refusal", [
+    GateFenced("the leadership of queue 'q' moved to n2 (epoch 4)"),
+    NotEnoughReplicas("only 1 of the 2 in-sync replicas"),
+])
+async def test_a_refused_confirm_is_nacked_and_logged_without_a_traceback(
+    harness: Harness, caplog: pytest.LogCaptureFixture, refusal: Exception,
+) -> None:
+    # A fenced leader (or too few in-sync replicas) refusing a confirm is an expected
+    # outcome, answered with a nack: not "ERROR publish failed" with a traceback.
+    class RefusingPublisher(FakePublisher):
+        async def publish_batch(self, _vhost: str, messages: list[Message]
+                                ) -> list[PublishResult]:
+            raise refusal
+
+    harness.broker.publisher = RefusingPublisher()  # type: ignore[assignment]
+    pipeline = PublishPipeline(harness.ctx, 1)
+    pipeline.confirming = True
+    with caplog.at_level(logging.DEBUG, logger="api.amqp.publish_pipeline"):
+        pipeline.submit(Message("", "q", b"x"), mandatory=False)
+        await settle()
+    [nack] = harness.machine.take()
+    assert isinstance(nack, commands.Basic.Nack) and nack.delivery_tag == 1
+    [record] = [r for r in caplog.records if r.name == "api.amqp.publish_pipeline"]
+    assert record.levelno in (logging.INFO, logging.WARNING)
+    assert record.exc_info is None and str(refusal) in record.getMessage()
+
+
+async def test_an_unexpected_publish_failure_is_still_an_error(
+    harness: Harness, caplog: pytest.LogCaptureFixture,
+) -> None:
+    class FailingPublisher(FakePublisher):
+        async def publish_batch(self, _vhost: str, messages: list[Message]
+                                ) -> list[PublishResult]:
+            raise OSError("the queue's disk failed")
+
+    harness.broker.publisher = FailingPublisher()  # type: ignore[assignment]
+    pipeline = PublishPipeline(harness.ctx, 1)
+    with caplog.at_level(logging.DEBUG, logger="api.amqp.publish_pipeline"):
+        pipeline.submit(Message("", "q", b"x"), mandatory=False)
+        await settle()
+    [record] = [r for r in caplog.records if r.name == "api.amqp.publish_pipeline"]
+    assert record.levelno == logging.ERROR and record.exc_info is not None
 
 
 # -- the channel session ---------------------------------------------------------------------

@@ -55,12 +55,33 @@ def test_channel_open_on_channel_0_is_504() -> None:
     assert isinstance(failed, ConnectionFailed) and failed.reply_code == 504
 
 
-def test_channel_number_above_channel_max_is_504() -> None:
-    client = open_client(channel_max=10)
-    assert client.send(10, commands.Channel.Open()) == [ChannelOpened(10)]
-    [failed] = client.send(11, commands.Channel.Open())
-    assert isinstance(failed, ConnectionFailed) and failed.reply_code == 504
-    assert "above the negotiated channel_max (10)" in failed.reply_text
+def test_channel_max_limits_open_channels_not_channel_numbers() -> None:
+    # rabbit_reader:create_channel counts channels; any 16-bit number is fine (aiormq's
+    # test_bad_channel opens 65535 under the default channel_max 2047). This test used
+    # to assert 504 for a number above channel_max, which RabbitMQ never sends.
+    client = open_client(channel_max=3)
+    assert client.send(11, commands.Channel.Open()) == [ChannelOpened(11)]
+    assert client.send(65535, commands.Channel.Open()) == [ChannelOpened(65535)]
+    assert client.send(2, commands.Channel.Open()) == [ChannelOpened(2)]
+    client.sent()
+    client.send(2, commands.Channel.Close(200, "bye", 0, 0))
+    assert client.send(3, commands.Channel.Open()) == [ChannelOpened(3)]  # a slot came free
+    client.sent()
+    [failed] = client.send(4, commands.Channel.Open())
+    assert isinstance(failed, ConnectionFailed)
+    assert failed.reply_text == (
+        "NOT_ALLOWED - number of channels opened (3) has reached the negotiated channel_max (3)")
+    [(channel, close)] = client.methods()
+    assert channel == 0 and isinstance(close, commands.Connection.Close)
+    assert (close.reply_code, close.class_id, close.method_id) == (530, 0, 0)
+
+
+def test_any_frame_on_a_new_channel_past_channel_max_is_530() -> None:
+    # RabbitMQ creates the channel (and counts) before it looks at the frame.
+    client = open_client(channel_max=1)
+    client.open_channels([1])
+    [failed] = client.send(2, commands.Queue.Declare(queue="q"))
+    assert isinstance(failed, ConnectionFailed) and failed.reply_code == 530
 
 
 def test_method_on_a_channel_that_is_not_open_is_504() -> None:

@@ -12,6 +12,7 @@ from pamqp import base, commands, frame
 
 from api.amqp.frame_encoding import (
     _encode_arguments,
+    build_method,
     deliver_arguments,
     encode_content,
     encode_delivery,
@@ -160,3 +161,23 @@ def test_a_delivery_from_its_fields_encodes_as_encode_content_does(
         assert fast is None
         return
     assert fast == encode_content(1, method, properties, body, frame_max)
+
+
+def test_build_method_takes_names_pamqp_would_refuse() -> None:
+    # pamqp's constructors refuse these names (validate); RabbitMQ accepts any UTF-8.
+    with pytest.raises(ValueError):
+        commands.Queue.DeclareOk("federation: fed.x -> node@host", 1, 2)
+    for name in ("federation: fed.x -> node@host", "ünïcode", "q#*"):
+        declare_ok = build_method(commands.Queue.DeclareOk, queue=name, message_count=1,
+                                  consumer_count=2)
+        decoded = decode_method(encode_method(1, declare_ok)[7:-1])
+        assert isinstance(decoded, commands.Queue.DeclareOk)
+        assert (decoded.queue, decoded.message_count, decoded.consumer_count) == (name, 1, 2)
+        returned = build_method(commands.Basic.Return, reply_code=312, reply_text="NO_ROUTE",
+                                exchange=name, routing_key=name)
+        decoded = decode_method(encode_method(1, returned)[7:-1])
+        assert isinstance(decoded, commands.Basic.Return) and decoded.exchange == name
+    get_ok = build_method(commands.Basic.GetOk, delivery_tag=1, routing_key="k", message_count=0)
+    assert (get_ok.redelivered, get_ok.exchange) == (False, "")  # the constructor's defaults
+    with pytest.raises(TypeError, match="no argument 'queue'"):
+        build_method(commands.Basic.GetOk, queue="q")

@@ -12,6 +12,7 @@ from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig, Session
 from logbroker.errors import BrokerError
 from logbroker.message import Message
+from logbroker.metadata import DeclareQueue
 from logbroker.queue.publisher_flow import FlowLimits, PublisherFlow
 from logbroker.queue.queue_shell import QueueShell
 
@@ -281,4 +282,27 @@ async def test_a_queue_never_holds_a_connection_that_consumes_from_it(tmp_path: 
         await broker.publisher.start_batch("/", [persistent(b"m", routing_key="busy")], other,
                                            publisher_id="conn-2")
     assert own == [] and other
+    await broker.close()
+
+
+async def test_a_queue_declared_again_while_its_old_instance_closes_opens_fresh(
+    tmp_path: Path,
+) -> None:
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
+    await definitions.declare_queue(broker, SESSION, "again", durable=True)
+    assert await publish(broker, "", "again", persistent(b"old"))
+    await definitions.delete_queue(broker, SESSION, "again")
+    # A declare waits for the old instance's files (it held their lock: 541 before).
+    assert await definitions.declare_queue(broker, SESSION, "again") == ("again", 0, 0)
+    shell = broker.queue("/", "again")
+    assert shell is not None and shell.directory == broker.queue_directory("/", "again")
+    # Applied without that wait (as a Raft-committed declare is on another node): the
+    # shell opens once the old one has closed.
+    await definitions.delete_queue(broker, SESSION, "again")
+    broker._apply(DeclareQueue("/", "again", durable=True, exclusive_owner=None,
+                               auto_delete=False))
+    await broker.settle()
+    shell = broker.queue("/", "again")
+    assert shell is not None and shell.core.message_count == 0
+    assert await publish(broker, "", "again", persistent(b"new"))
     await broker.close()
