@@ -36,13 +36,19 @@ logger = logging.getLogger(__name__)
 CATCH_UP_TIMEOUT_S = 5.0
 TRANSFER_TIMEOUT_S = 15.0
 SHUTDOWN_TIMEOUT_S = 20.0
+# How long a peer that said it is stopping is no handover target: longer than its
+# shutdown may take, so a node that restarts soon after is a target again.
+LEAVING_FOR_S = 2 * SHUTDOWN_TIMEOUT_S
+LEAVING_NOTICE_S = 0.1  # time for the notices of peers stopped at the same moment
 
 
 class QueueHandover:
     def __init__(self, node: ClusterNode) -> None:
         self.node = node
         self.handovers = 0
+        self._leaving: dict[str, float] = {}  # peer -> until when (monotonic s)
         node.rpc.handle("q.transfer", self._transfer_request)
+        node.rpc.on_notice("cluster.leaving", self._peer_leaving)
         node.rpc.handle("q.sync", self._sync_request)
 
     # ------------------------------------------------------------- any node
@@ -156,8 +162,9 @@ class QueueHandover:
                 always: bool) -> str:
         connected = self.node.transport.connected_peers()
         up = {n.name for n in self.node.metadata.state.cluster_nodes() if n.up}
-        followers = [m for m in record.members
-                     if m != self.node.node_name and m in connected and m in up]
+        leaving = self._peers_leaving()
+        followers = [m for m in record.members if m != self.node.node_name
+                     and m in connected and m in up and m not in leaving]
         eligible = [m for m in followers if always or m in record.in_sync]
         if wanted is not None:
             if wanted not in record.members:
@@ -185,7 +192,15 @@ class QueueHandover:
     # ------------------------------------------------------------- shutdown
 
     async def hand_over_all(self) -> None:
-        """Controlled shutdown: every replicated queue led here goes to a follower first."""
+        """Controlled shutdown: every replicated queue led here goes to a follower first.
+
+        The peers hear first that this node is stopping, so none of them hands it a
+        queue meanwhile (nodes stopped together would pass queues back and forth)."""
+        peers = self.node.transport.connected_peers()
+        for peer in peers:
+            self.node.rpc.notify(peer, Envelope("cluster.leaving", {}))
+        if peers:
+            await asyncio.sleep(LEAVING_NOTICE_S)
         work = []
         for shell in self.node.broker.all_queues():
             if shell.replication is not None:
@@ -200,6 +215,15 @@ class QueueHandover:
         except BrokerError as error:
             logger.warning("shutdown: queue %r in vhost %r stays here: %s", name, vhost,
                            error.reply_text)
+
+    def _peer_leaving(self, peer: str, _envelope: Envelope) -> None:
+        self._leaving[peer] = time.monotonic() + LEAVING_FOR_S
+
+    def _peers_leaving(self) -> set[str]:
+        now = time.monotonic()
+        for peer in [p for p, until in self._leaving.items() if until <= now]:
+            del self._leaving[peer]
+        return set(self._leaving)
 
     def _promote_on_shutdown(self, vhost: str, name: str) -> str:
         definition = self.node.metadata.state.queue_policy_definition(vhost, name)
