@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from api.http.api_context import ApiContext
 from api.http.body_limit import BodyLimitMiddleware
@@ -26,9 +27,14 @@ from api.http.routes import (
 )
 from api.http.text_checks import refuse_unencodable_text
 
+DOCS_ASSETS_PATH = "/docs-assets"
+
 
 def create_app(context: ApiContext) -> FastAPI:
-    app = FastAPI(
+    # fastapi-offline serves /docs and /redoc with Swagger UI's and Redoc's assets from
+    # the package (FastAPI's own pages load them from a CDN: blank without internet).
+    app = FastAPIOffline(
+        static_url=DOCS_ASSETS_PATH,
         title="logbroker",
         version="0.1.0",
         description="Management (shaped like RabbitMQ's HTTP API), data plane, replay, "
