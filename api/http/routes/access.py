@@ -6,12 +6,13 @@ import os
 from typing import Any
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, admin_user, management_user, visible_vhost, visible_vhosts
 from api.http.http_errors import ApiError
 from api.http.path_names import path_name
+from api.http.request_body import RequestBody
 from logbroker.metadata import (
     AddVhost,
     ClearPermissions,
@@ -42,7 +43,7 @@ def split_tags(tags: str | list[str] | None) -> tuple[str, ...]:
 
 # ----------------------------------------------------------------------------- vhosts
 
-class VhostBody(BaseModel):
+class VhostBody(RequestBody):
     description: str = ""
     tags: str | list[str] | None = None
     default_queue_type: str | None = None
@@ -95,7 +96,7 @@ async def delete_vhost(vhost: str, ctx: ApiContext = Context, _who: Principal = 
 
 # ------------------------------------------------------------------------------ users
 
-class UserBody(BaseModel):
+class UserBody(RequestBody):
     password: str | None = None
     password_hash: str | None = None
     hashing_algorithm: str = SHA256
@@ -152,7 +153,7 @@ async def delete_user(user: str, ctx: ApiContext = Context, _who: Principal = Ad
 
 # ------------------------------------------------------------------------ permissions
 
-class PermissionsBody(BaseModel):
+class PermissionsBody(RequestBody):
     configure: str
     write: str
     read: str

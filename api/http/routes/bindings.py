@@ -6,13 +6,14 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, management_user, session, visible_vhost, visible_vhosts
 from api.http.http_errors import ApiError
 from api.http.http_publish import exchange_name
 from api.http.path_names import path_name
+from api.http.request_body import RequestBody
 from api.http.views import binding_view, default_binding_view, properties_key
 from logbroker import definitions
 from logbroker.routing.types import Destination
@@ -23,7 +24,7 @@ Management = Depends(management_user)
 Kind = Literal["q", "e"]
 
 
-class BindingBody(BaseModel):
+class BindingBody(RequestBody):
     routing_key: str = ""
     arguments: dict[str, Any] = Field(default_factory=dict)
 

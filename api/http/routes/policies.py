@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, management_user, visible_vhost, visible_vhosts
 from api.http.http_errors import ApiError
 from api.http.path_names import path_name
+from api.http.request_body import RequestBody
 from api.http.views import policy_view
 from logbroker.metadata import DeletePolicy, PutPolicy
 
@@ -19,7 +20,7 @@ Context = Depends(api_context)
 Management = Depends(management_user)
 
 
-class PolicyBody(BaseModel):
+class PolicyBody(RequestBody):
     model_config = ConfigDict(populate_by_name=True)
     pattern: str
     definition: dict[str, Any]
