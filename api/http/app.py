@@ -9,6 +9,7 @@ from api.http.api_context import ApiContext
 from api.http.body_limit import BodyLimitMiddleware
 from api.http.http_errors import install_error_handlers
 from api.http.path_names import EncodedSlashMiddleware
+from api.http.query_params import refuse_unknown_query
 from api.http.routes import (
     access,
     bindings,
@@ -39,7 +40,7 @@ def create_app(context: ApiContext) -> FastAPI:
         version="0.1.0",
         description="Management (shaped like RabbitMQ's HTTP API), data plane, replay, "
                     "WebSocket at /ws and Prometheus metrics at /metrics.",
-        dependencies=[Depends(refuse_unencodable_text)],
+        dependencies=[Depends(refuse_unencodable_text), Depends(refuse_unknown_query)],
     )
     app.state.context = context
     install_error_handlers(app)

@@ -13,6 +13,7 @@ from api.http.auth import Principal, management_user, session, visible_vhost, vi
 from api.http.http_errors import ApiError
 from api.http.http_publish import exchange_name
 from api.http.path_names import path_name
+from api.http.query_params import ListOptions
 from api.http.request_body import RequestBody
 from api.http.views import binding_view, default_binding_view, properties_key
 from logbroker import definitions
@@ -53,20 +54,20 @@ def _check_ends(ctx: ApiContext, vhost: str, source: str, kind: Kind, destinatio
         raise ApiError(404, f"no exchange '{destination}' in vhost '{vhost}'")
 
 
-@router.get("/api/bindings")
+@router.get("/api/bindings", dependencies=[ListOptions])
 async def list_bindings(ctx: ApiContext = Context, who: Principal = Management
                   ) -> list[dict[str, Any]]:
     return [b for vhost in visible_vhosts(ctx, who) for b in vhost_bindings(ctx, vhost)]
 
 
-@router.get("/api/bindings/{vhost}")
+@router.get("/api/bindings/{vhost}", dependencies=[ListOptions])
 async def list_vhost_bindings(vhost: str, ctx: ApiContext = Context, who: Principal = Management
                         ) -> list[dict[str, Any]]:
     visible_vhost(ctx, who, path_name(vhost))
     return vhost_bindings(ctx, path_name(vhost))
 
 
-@router.get("/api/queues/{vhost}/{name}/bindings")
+@router.get("/api/queues/{vhost}/{name}/bindings", dependencies=[ListOptions])
 async def queue_bindings(vhost: str, name: str, ctx: ApiContext = Context,
                    who: Principal = Management) -> list[dict[str, Any]]:
     vhost_name, queue = path_name(vhost), path_name(name)
@@ -78,7 +79,7 @@ async def queue_bindings(vhost: str, name: str, ctx: ApiContext = Context,
         for b in ctx.broker.state.bindings_to(vhost_name, Destination("queue", queue))]
 
 
-@router.get("/api/bindings/{vhost}/e/{source}/{kind}/{destination}")
+@router.get("/api/bindings/{vhost}/e/{source}/{kind}/{destination}", dependencies=[ListOptions])
 async def list_between(vhost: str, source: str, kind: Kind, destination: str,
                  ctx: ApiContext = Context, who: Principal = Management
                  ) -> list[dict[str, Any]]:

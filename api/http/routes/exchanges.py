@@ -17,6 +17,7 @@ from api.http.http_publish import (
     publish_one,
 )
 from api.http.path_names import path_name
+from api.http.query_params import ListOptions
 from api.http.request_body import RequestBody
 from api.http.views import exchange_view
 from logbroker import definitions
@@ -60,13 +61,13 @@ def _views(ctx: ApiContext, vhosts: list[str]) -> list[dict[str, Any]]:
             for record in (default_exchange(vhost), *state.exchanges(vhost))]
 
 
-@router.get("/api/exchanges")
+@router.get("/api/exchanges", dependencies=[ListOptions])
 async def list_exchanges(ctx: ApiContext = Context, who: Principal = Management
                    ) -> list[dict[str, Any]]:
     return _views(ctx, visible_vhosts(ctx, who))
 
 
-@router.get("/api/exchanges/{vhost}")
+@router.get("/api/exchanges/{vhost}", dependencies=[ListOptions])
 async def list_vhost_exchanges(vhost: str, ctx: ApiContext = Context, who: Principal = Management
                          ) -> list[dict[str, Any]]:
     visible_vhost(ctx, who, path_name(vhost))

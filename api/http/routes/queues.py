@@ -13,6 +13,7 @@ from api.http.auth import Principal, management_user, session, visible_vhost, vi
 from api.http.http_errors import ApiError
 from api.http.message_codec import message_json
 from api.http.path_names import path_name
+from api.http.query_params import ListOptions
 from api.http.request_body import RequestBody
 from api.http.views import queue_view
 from logbroker import consuming, definitions
@@ -48,13 +49,13 @@ def queue_views(ctx: ApiContext, vhosts: list[str]) -> list[dict[str, Any]]:
             for vhost in vhosts for record in state.queues(vhost)]
 
 
-@router.get("/api/queues")
+@router.get("/api/queues", dependencies=[ListOptions])
 async def list_queues(ctx: ApiContext = Context, who: Principal = Management
                       ) -> list[dict[str, Any]]:
     return queue_views(ctx, visible_vhosts(ctx, who))
 
 
-@router.get("/api/queues/{vhost}")
+@router.get("/api/queues/{vhost}", dependencies=[ListOptions])
 async def list_vhost_queues(vhost: str, ctx: ApiContext = Context, who: Principal = Management
                       ) -> list[dict[str, Any]]:
     visible_vhost(ctx, who, path_name(vhost))

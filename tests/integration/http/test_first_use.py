@@ -1,5 +1,6 @@
 """What a first user of the HTTP API meets: the OpenAPI docs without internet, JSON
-bodies whose booleans and numbers must have their JSON types."""
+bodies whose booleans and numbers must have their JSON types, and unknown query
+parameters refused rather than ignored."""
 
 from __future__ import annotations
 
@@ -51,3 +52,28 @@ def test_typed_bodies_still_declare(http: httpx.Client) -> None:
                     ).status_code in (201, 204)
     assert http.put("/api/exchanges/%2F/typed-x", json={"type": "topic", "durable": False}
                     ).status_code in (201, 204)
+
+
+def test_an_unknown_query_parameter_is_refused_naming_it(http: httpx.Client) -> None:
+    http.put("/api/queues/%2F/query-q", json={})
+    answer = http.get("/api/queues/%2F/query-q/messages", params={"limit": 1})
+    assert answer.status_code == 400
+    assert answer.json()["field"] == "limit" and "'limit'" in answer.json()["reason"]
+    assert http.get("/api/queues/%2F/query-q/messages",
+                    params={"max_messages": 1}).status_code == 200
+    assert http.get("/api/overview", params={"verbose": 1}).status_code == 400
+    assert http.delete("/api/queues/%2F/query-q", params={"if_unused": "true"}
+                       ).status_code == 400  # the parameter is if-unused
+    assert http.get("/api/queues/%2F/query-q", params={"x": "1"}).status_code == 400
+
+
+def test_list_routes_accept_rabbitmqs_list_parameters(http: httpx.Client) -> None:
+    rabbitmq = {"columns": "name,messages", "page": "1", "page_size": "100", "name": "q",
+                "use_regex": "false", "sort": "name", "sort_reverse": "false",
+                "disable_stats": "true", "enable_queue_totals": "true"}
+    for path in ("/api/queues", "/api/queues/%2F", "/api/exchanges", "/api/bindings",
+                 "/api/vhosts", "/api/users", "/api/policies", "/api/connections",
+                 "/api/consumers", "/api/nodes", "/api/permissions"):
+        answer = http.get(path, params=rabbitmq)
+        assert answer.status_code == 200, (path, answer.text)
+        assert isinstance(answer.json(), list)
