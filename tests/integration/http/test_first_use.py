@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from tests.integration.conftest import BrokerProcess
+
 
 @pytest.mark.parametrize("page", ["/docs", "/redoc"])
 def test_docs_pages_load_every_asset_from_the_broker_itself(http: httpx.Client,
@@ -77,3 +79,9 @@ def test_list_routes_accept_rabbitmqs_list_parameters(http: httpx.Client) -> Non
         answer = http.get(path, params=rabbitmq)
         assert answer.status_code == 200, (path, answer.text)
         assert isinstance(answer.json(), list)
+
+
+def test_serve_starts_without_a_deprecation_warning(broker: BrokerProcess) -> None:
+    log = broker.log()
+    assert "HTTP API on" in log
+    assert "Warning" not in log, log
