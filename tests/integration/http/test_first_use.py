@@ -5,9 +5,11 @@ parameters refused rather than ignored."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+import pika
 import pytest
 
 from tests.integration.conftest import BrokerProcess
@@ -85,3 +87,17 @@ def test_serve_starts_without_a_deprecation_warning(broker: BrokerProcess) -> No
     log = broker.log()
     assert "HTTP API on" in log
     assert "Warning" not in log, log
+
+
+def test_the_readme_pika_example_runs_after_rabbitmqs_hello_tutorial(
+        broker: BrokerProcess) -> None:
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    example = re.search(r"```python\n(import pika\n.*?)```", readme, re.S)
+    assert example is not None
+    parameters = f'pika.ConnectionParameters("127.0.0.1", {broker.amqp_port})'
+    code = example.group(1).replace('pika.ConnectionParameters("localhost")', parameters)
+    assert parameters in code
+    tutorial = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", broker.amqp_port))
+    tutorial.channel().queue_declare(queue="hello")  # "Hello World!": not durable
+    tutorial.close()
+    exec(compile(code, "README.md", "exec"), {})  # our own README
