@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from logbroker.broker_access import BrokerAccess
 from logbroker.broker_config import BrokerConfig
 from logbroker.connections import ConnectionRegistry
+from logbroker.definitions_loaded import DefinitionsLoaded
 from logbroker.errors import NOT_FOUND, BrokerError
 from logbroker.metadata import (
     Applied,
@@ -96,6 +97,8 @@ class Broker(BrokerAccess):
         self.placer: Placer | None = None
         # Set by the cluster node (`use_replicas`): replicated queues' roles here.
         self.roles: ReplicaRoles | None = None
+        # Whether a login can be checked yet (a starting cluster node may know no users).
+        self.definitions_loaded = DefinitionsLoaded(config.node_name, self._can_check_logins)
         self.publisher = Publisher(self.router, self.queue, lambda: self.remote)
         self.producer_batches = ProducerBatches(lambda: self.state, self.apply, self.publisher)
         self.connections = ConnectionRegistry()
@@ -129,6 +132,13 @@ class Broker(BrokerAccess):
     def use_replicas(self, replicas: QueueReplicas,
                      current: Callable[[], bool] | None = None) -> None:
         self.roles = ReplicaRoles(self, replicas, self.config.node_name, current)
+
+    def _can_check_logins(self) -> bool:
+        if self.roles is None:
+            return True  # a standalone node read its definitions in `open`
+        # Permissions come last in the bootstrap (vhost, user, permissions): before
+        # them, a brand-new cluster would refuse the default user's login or vhost.
+        return self.roles.current and bool(self.state.all_permissions())
 
     def start_background(self) -> None:
         """Resource alarms and the retention sweep (call inside the event loop)."""

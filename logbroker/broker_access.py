@@ -15,6 +15,7 @@ import logging
 from typing import Literal
 
 from logbroker.broker_config import BrokerConfig, Session
+from logbroker.definitions_loaded import DefinitionsLoaded
 from logbroker.errors import BrokerError
 from logbroker.metadata import MetadataState, check_access, check_vhost_access, verify_password
 
@@ -26,12 +27,16 @@ Permission = Literal["configure", "write", "read"]
 
 class BrokerAccess:
     config: BrokerConfig
+    definitions_loaded: DefinitionsLoaded
 
     @property
     def state(self) -> MetadataState:
         raise NotImplementedError
 
     def authenticate(self, user: str, password: str, peer_host: str | None) -> str | None:
+        """The user name, or None for a wrong password; raises `DefinitionsNotLoaded`
+        while a starting node cannot tell (never a refusal it cannot back)."""
+        self.definitions_loaded.check()
         record = self.state.user(user)
         if record is None or not verify_password(
             password, record.password_hash, record.hashing_algorithm

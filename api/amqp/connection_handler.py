@@ -57,6 +57,7 @@ from api.amqp.events import (
     OpenRequested,
     Publish,
 )
+from api.amqp.handshake import LoginUnavailable
 from api.amqp.output_round import OutputRound
 from api.amqp.reply_codes import ReplyCode, reply_text
 from api.amqp.server_properties import ConnectionConfig
@@ -64,6 +65,7 @@ from logbroker import definitions
 from logbroker.broker import Broker
 from logbroker.broker_config import Session
 from logbroker.connections import ConnectionInfo
+from logbroker.definitions_loaded import DefinitionsNotLoaded
 from logbroker.errors import BrokerError
 from logbroker.queue.flow_gate import take_pending, wait_for_holds
 
@@ -124,7 +126,10 @@ class ConnectionHandler:
 
     def _authenticate(self, username: str, password: str) -> str | None:
         # The peer host decides RabbitMQ's loopback-only rule for "guest".
-        return self._broker.authenticate(username, password, self.peer_host)
+        try:
+            return self._broker.authenticate(username, password, self.peer_host)
+        except DefinitionsNotLoaded as error:
+            raise LoginUnavailable(error.text) from None
 
     # -- the read loop -----------------------------------------------------------------
 
@@ -132,6 +137,9 @@ class ConnectionHandler:
         self.task = asyncio.current_task()
         logger.debug("accepting AMQP connection %s", self.connection_id)
         try:
+            # A starting node may not know the users yet: hold the handshake (the
+            # client's protocol header waits unread) rather than refuse a valid login.
+            await self._broker.definitions_loaded.wait()
             self._process()
             while not self._machine.closed and not self._finished:
                 await self._wait_for_room()
@@ -408,5 +416,7 @@ class ConnectionHandler:
         if self._drain_task is not None:
             self._drain_task.cancel()
         # One line per connection (RabbitMQ logs each): more would flood a busy node's log.
-        logger.info("AMQP connection %s (user '%s') ended: %s", self.connection_id,
-                    self._machine.user, self._end_reason or "the client went away")
+        login = self._machine.login_user
+        who = f"user '{login}'" if login else "before login"
+        logger.info("AMQP connection %s (%s) ended: %s", self.connection_id, who,
+                    self._end_reason or "the client went away")

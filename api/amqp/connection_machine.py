@@ -113,7 +113,13 @@ class AmqpConnection:
 
     @property
     def user(self) -> str:
+        """The authenticated user ("" until connection.start-ok is accepted)."""
         return self._handshake.user
+
+    @property
+    def login_user(self) -> str:
+        """The user name the client gave in connection.start-ok, even if refused."""
+        return self._handshake.login_user
 
     @property
     def virtual_host(self) -> str:

@@ -58,10 +58,18 @@ __all__ = [
     "EndKind",
     "Ending",
     "Handshake",
+    "LoginUnavailable",
 ]
 
-#: ``authenticate(username, password) -> user name, or None to refuse the login``.
+#: ``authenticate(username, password) -> user name, or None to refuse the login``;
+#: raises :class:`LoginUnavailable` when it cannot tell yet.
 Authenticator = Callable[[str, str], str | None]
+
+
+class LoginUnavailable(Exception):
+    """The broker cannot check a login now (a starting node without its users): the
+    connection is closed with 320 CONNECTION_FORCED, which clients retry, never with
+    403 ACCESS_REFUSED, which they take as final."""
 
 CONNECTION_CLASS_ID = commands.Connection.frame_id
 _CLOSE_IDS = (CONNECTION_CLASS_ID, commands.Connection.Close.frame_id)
@@ -101,7 +109,8 @@ class Handshake:
         self._events = events
         self._proposed = Tuning(config.channel_max, config.frame_max, config.heartbeat_s)
         self.tuning = Tuning(0, FRAME_MIN_SIZE, 0)  # until tune-ok, as RabbitMQ
-        self.user = ""
+        self.user = ""  # once authenticated
+        self.login_user = ""  # the name the client logged in with, even if refused
         self.vhost = ""
         self.mechanism = ""
         self.client_properties: common.FieldTable = {}
@@ -182,7 +191,12 @@ class Handshake:
         self.client_capabilities = caps if isinstance(caps, dict) else {}
         self.mechanism = str(method.mechanism)
         credentials = parse_credentials(self.mechanism, as_bytes(method.response))
-        user = self._authenticate(credentials.username, credentials.password)
+        self.login_user = credentials.username
+        try:
+            user = self._authenticate(credentials.username, credentials.password)
+        except LoginUnavailable as unavailable:
+            code = ReplyCode.CONNECTION_FORCED
+            return Ending(EndKind.CLOSE, code, reply_text(code, str(unavailable)))
         if user is None:
             code = ReplyCode.ACCESS_REFUSED
             text = reply_text(code, refused_login_explanation(self.mechanism))

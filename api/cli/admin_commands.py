@@ -13,13 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from api.cli.options import UsageError, json_object, key_values
+from api.cli.queue_arguments import queue_arguments
 from api.cli.tables import format_table, group_rows, render
 from api.client import Client
 
 
 def declare_queue(client: Client, args: argparse.Namespace) -> int:
+    arguments = {**queue_arguments(args), **key_values(args.argument)}
     client.declare_queue(args.name, durable=not args.transient, auto_delete=args.auto_delete,
-                         arguments=key_values(args.argument))
+                         arguments=arguments)
     print(f"queue {args.name!r} declared")
     return 0
 

@@ -1,21 +1,17 @@
-"""Data-plane subcommands: publish (with confirms), get, consume.
-
-`publish` takes messages from its arguments, else from `--file`, else from
-stdin: one message per line (the line without its newline). Messages go in
-batches (REST publish-batch), each answered once every message is confirmed.
-"""
+"""Data-plane subcommands: publish (with confirms), get, consume."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from itertools import islice
 from typing import IO, Any
 
-from api.cli.options import UsageError, key_values, text_of, write_line
+from api.cli.options import UsageError, key_values, progress_bar, text_of, write_line
 from api.client import Client, OutgoingMessage, PublishResult, SyncConsumer, SyncDelivery
 from api.client.messages import body_json
 
@@ -59,13 +55,39 @@ def _properties(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def publish(client: Client, args: argparse.Namespace) -> int:
+    """Publish messages with confirms.
+
+    The messages come from the arguments, else from --file, else from stdin: one
+    message per line (the line without its newline). They go in batches (REST
+    publish-batch), each answered once every message is confirmed. Publishing a
+    file shows a progress bar on stderr when stderr is a terminal.
+    """
     properties = _properties(args)
     bodies = _bodies(args)
+    bar = _file_progress(args)
     results: list[PublishResult] = []
-    while batch := list(islice(bodies, args.batch_size)):
-        messages = [OutgoingMessage(args.routing_key, body, properties) for body in batch]
-        results += client.publish_batch(args.exchange, messages, batch_size=args.batch_size)
+    try:
+        while batch := list(islice(bodies, args.batch_size)):
+            messages = [OutgoingMessage(args.routing_key, body, properties) for body in batch]
+            results += client.publish_batch(args.exchange, messages,
+                                            batch_size=args.batch_size)
+            if bar is not None:
+                bar.update(sum(len(body) + 1 for body in batch))  # +1: the newline
+    finally:
+        if bar is not None:
+            bar.close()
     return _report(results, args.mandatory)
+
+
+def _file_progress(args: argparse.Namespace) -> Any:
+    """A bar over the file's bytes, for `--file` when stderr is a terminal."""
+    if args.messages or not args.file or args.file == "-" or not sys.stderr.isatty():
+        return None
+    try:
+        size = os.path.getsize(args.file)
+    except OSError:
+        return None  # _bodies says why it cannot be read
+    return progress_bar(size, "B")
 
 
 def _report(results: list[PublishResult], mandatory: bool) -> int:
@@ -97,12 +119,15 @@ def message_line(fmt: str, body: bytes, fields: dict[str, Any]) -> str:
 def get(client: Client, args: argparse.Namespace) -> int:
     ackmode = "ack_requeue_false" if args.ack else "ack_requeue_true"
     out = sys.stdout.buffer
-    for message in client.get(args.queue, args.count, ackmode=ackmode):
+    got = client.get(args.queue, args.count, ackmode=ackmode)
+    for message in got:
         write_line(out, message_line(args.format, message.body, {
             "exchange": message.exchange, "routing_key": message.routing_key,
             "redelivered": message.redelivered, "message_count": message.message_count,
             "properties": message.properties}))
     out.flush()
+    if not got:  # stdout stays empty (scripts read it); a person is told why
+        print(f"logbroker: queue {args.queue!r} is empty", file=sys.stderr)
     return 0
 
 

@@ -11,6 +11,7 @@ import argparse
 import datetime
 import json
 import re
+import sys
 import time
 from collections.abc import Sequence
 from typing import IO, Any
@@ -104,3 +105,14 @@ def text_of(body: bytes) -> str:
 
 def write_line(out: IO[bytes], line: str) -> None:
     out.write(line.encode("utf-8", "surrogateescape") + b"\n")
+
+
+PROGRESS_DELAY_S = 1.0  # a bar appears only on runs that take longer
+
+
+def progress_bar(total: int, unit: str) -> Any:
+    """A tqdm bar on stderr (the output may be stdout), shown after `PROGRESS_DELAY_S`."""
+    from tqdm import tqdm  # type: ignore[import-untyped]  # only when a bar is shown
+
+    return tqdm(total=total, unit=unit, unit_scale=True, file=sys.stderr,
+                delay=PROGRESS_DELAY_S, dynamic_ncols=True, leave=True)

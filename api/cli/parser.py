@@ -16,6 +16,7 @@ from api.cli import dev_cluster, replay_command
 from api.cli import message_commands as messages
 from api.cli import queue_commands as queue_verbs
 from api.cli.options import connection_parent
+from api.cli.queue_arguments import add_queue_options, queue_options_epilog
 from api.cli.tables import LIST_KINDS
 
 Subparsers = Any  # argparse's _SubParsersAction, private in typeshed
@@ -46,10 +47,13 @@ def _binding_ends(parser: argparse.ArgumentParser) -> None:
 
 def _add_declare(commands: Subparsers) -> None:
     declare = commands.add_parser("declare", help="declare a queue, exchange or binding",
-                                  description="Declare a queue, an exchange or a binding.")
+                                  description="Declare a queue, an exchange or a binding.",
+                                  epilog=queue_options_epilog(),
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     kinds = declare.add_subparsers(dest="kind", required=True, metavar="KIND")
     queue = _command(kinds, "queue", admin.declare_queue, "declare a queue")
     queue.add_argument("name")
+    add_queue_options(queue)
     exchange = _command(kinds, "exchange", admin.declare_exchange, "declare an exchange")
     exchange.add_argument("name")
     exchange.add_argument("--type", "-t", default="direct",
@@ -119,7 +123,7 @@ def _add_access(commands: Subparsers) -> None:
 
 def _add_messaging(commands: Subparsers) -> None:
     publish = _command(commands, "publish", messages.publish,
-                       "publish messages with confirms", messages.__doc__)
+                       "publish messages with confirms", messages.publish.__doc__)
     publish.add_argument("messages", nargs="*", metavar="MESSAGE",
                          help="message bodies (else --file, else stdin, one per line)")
     publish.add_argument("--exchange", "-e", default="", help="(default: the default exchange)")

@@ -19,10 +19,8 @@ import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
-from api.cli.options import UsageError, parse_time, text_of, write_line
+from api.cli.options import UsageError, parse_time, progress_bar, text_of, write_line
 from api.client import Client, Record, ReplayPage
-
-PROGRESS_DELAY_S = 1.0  # the bar appears only on replays that take longer
 
 
 def record_line(record: Record, fmt: str) -> str:
@@ -85,6 +83,7 @@ def _pages(client: Client, args: argparse.Namespace, start: dict[str, Any], out:
     bar: Any = None
     done = 0
     origin: int | None = None
+    page: ReplayPage | None = None
     try:
         for page in client.replay_pages(args.queue, to_offset=args.to_offset,
                                         page_size=args.page_size, **start):
@@ -93,7 +92,7 @@ def _pages(client: Client, args: argparse.Namespace, start: dict[str, Any], out:
             if origin is None:
                 origin = page.records[0].offset if page.records else page.next_offset
                 if progress:
-                    bar = _progress_bar(_total(page, origin, args.to_offset))
+                    bar = progress_bar(_total(page, origin, args.to_offset), "msg")
             if bar is not None:
                 bar.total = max(bar.total or 0, _total(page, origin, args.to_offset))
                 bar.update(page.next_offset - origin - done)
@@ -101,15 +100,13 @@ def _pages(client: Client, args: argparse.Namespace, start: dict[str, Any], out:
     finally:
         if bar is not None:
             bar.close()
+    offset = start["from_offset"]
+    if page is not None and offset is not None and offset > page.end_offset:
+        # Nothing to print is not an answer: say why (exit 0, as for an empty range).
+        print(f"logbroker: offset {offset} is past the end (end_offset {page.end_offset})",
+              file=sys.stderr)
 
 
 def _total(page: ReplayPage, origin: int, to_offset: int | None) -> int:
     stop = page.end_offset if to_offset is None else min(to_offset, page.end_offset)
     return max(0, stop - origin)
-
-
-def _progress_bar(total: int) -> Any:
-    from tqdm import tqdm  # type: ignore[import-untyped]  # only for replays to a file
-
-    return tqdm(total=total, unit="msg", unit_scale=True, file=sys.stderr,
-                delay=PROGRESS_DELAY_S, dynamic_ncols=True, leave=True)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from fastapi import Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from api.http.api_context import ApiContext
 from api.http.body_limit import BodyLimitMiddleware
 from api.http.http_errors import install_error_handlers
 from api.http.path_names import EncodedSlashMiddleware
+from api.http.query_params import refuse_unknown_query
 from api.http.routes import (
     access,
     bindings,
@@ -27,14 +29,19 @@ from api.http.routes import (
 )
 from api.http.text_checks import refuse_unencodable_text
 
+DOCS_ASSETS_PATH = "/docs-assets"
+
 
 def create_app(context: ApiContext) -> FastAPI:
-    app = FastAPI(
+    # fastapi-offline serves /docs and /redoc with Swagger UI's and Redoc's assets from
+    # the package (FastAPI's own pages load them from a CDN: blank without internet).
+    app = FastAPIOffline(
+        static_url=DOCS_ASSETS_PATH,
         title="logbroker",
         version="0.1.0",
         description="Management (shaped like RabbitMQ's HTTP API), data plane, replay, "
                     "WebSocket at /ws and Prometheus metrics at /metrics.",
-        dependencies=[Depends(refuse_unencodable_text)],
+        dependencies=[Depends(refuse_unencodable_text), Depends(refuse_unknown_query)],
     )
     app.state.context = context
     install_error_handlers(app)

@@ -20,6 +20,7 @@ from fastapi.security import HTTPBasic, HTTPBasicCredentials
 from api.http.api_context import ApiContext, api_context
 from api.http.http_errors import ApiError
 from logbroker.broker_config import Session
+from logbroker.definitions_loaded import DefinitionsNotLoaded
 
 _basic = HTTPBasic(auto_error=False, realm="logbroker")
 _CHALLENGE = {"WWW-Authenticate": 'Basic realm="logbroker"'}
@@ -49,7 +50,10 @@ class Principal:
 
 
 def authenticate(ctx: ApiContext, user: str, password: str, peer: str | None) -> Principal:
-    name = ctx.broker.authenticate(user, password, peer)
+    try:
+        name = ctx.broker.authenticate(user, password, peer)
+    except DefinitionsNotLoaded as error:  # a starting node: "try again", not 401
+        raise ApiError(503, error.text, headers={"Retry-After": "1"}) from None
     record = ctx.broker.state.user(user) if name is not None else None
     if record is None:
         raise ApiError(401, "Not authorised: wrong user name or password", headers=_CHALLENGE)
@@ -76,6 +80,7 @@ async def principal(
     if credentials is None:
         raise ApiError(401, "Not authorised: basic authentication required", headers=_CHALLENGE)
     peer = request.client.host if request.client else None
+    await ctx.broker.definitions_loaded.wait()  # a starting node may not know the users yet
     return authenticate(ctx, credentials.username, credentials.password, peer)
 
 

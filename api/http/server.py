@@ -58,7 +58,10 @@ class HttpServer:
         self._sock = _listening_socket(host, port)
         self.port = self._sock.getsockname()[1]
         config = uvicorn.Config(create_app(context), lifespan="off", log_level="warning",
-                                access_log=False, ws="websockets", ws_max_size=16 << 20,
+                                access_log=False, ws_max_size=16 << 20,
+                                # The websockets library's Sans-I/O core: uvicorn's older
+                                # `websockets` protocol is deprecated (and warned at start).
+                                ws="websockets-sansio",
                                 timeout_graceful_shutdown=2, ws_ping_interval=20,
                                 # Compressing every frame costs both ends more CPU than
                                 # the loopback or LAN bandwidth it saves.

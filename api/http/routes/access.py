@@ -6,12 +6,14 @@ import os
 from typing import Any
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, admin_user, management_user, visible_vhost, visible_vhosts
 from api.http.http_errors import ApiError
 from api.http.path_names import path_name
+from api.http.query_params import ListOptions
+from api.http.request_body import RequestBody
 from logbroker.metadata import (
     AddVhost,
     ClearPermissions,
@@ -42,7 +44,7 @@ def split_tags(tags: str | list[str] | None) -> tuple[str, ...]:
 
 # ----------------------------------------------------------------------------- vhosts
 
-class VhostBody(BaseModel):
+class VhostBody(RequestBody):
     description: str = ""
     tags: str | list[str] | None = None
     default_queue_type: str | None = None
@@ -60,7 +62,7 @@ def vhost_view(ctx: ApiContext, name: str) -> dict[str, Any]:
             "tracing": False}
 
 
-@router.get("/api/vhosts")
+@router.get("/api/vhosts", dependencies=[ListOptions])
 async def list_vhosts(ctx: ApiContext = Context, who: Principal = Management
                       ) -> list[dict[str, Any]]:
     return [vhost_view(ctx, name) for name in visible_vhosts(ctx, who)]
@@ -95,7 +97,7 @@ async def delete_vhost(vhost: str, ctx: ApiContext = Context, _who: Principal = 
 
 # ------------------------------------------------------------------------------ users
 
-class UserBody(BaseModel):
+class UserBody(RequestBody):
     password: str | None = None
     password_hash: str | None = None
     hashing_algorithm: str = SHA256
@@ -108,7 +110,7 @@ def user_view(name: str, password_hash: str, algorithm: str, tags: tuple[str, ..
             "tags": list(tags), "limits": {}}
 
 
-@router.get("/api/users")
+@router.get("/api/users", dependencies=[ListOptions])
 async def list_users(ctx: ApiContext = Context, _who: Principal = Admin) -> list[dict[str, Any]]:
     return [user_view(u.name, u.password_hash, u.hashing_algorithm, u.tags)
             for u in ctx.broker.state.users()]
@@ -152,26 +154,26 @@ async def delete_user(user: str, ctx: ApiContext = Context, _who: Principal = Ad
 
 # ------------------------------------------------------------------------ permissions
 
-class PermissionsBody(BaseModel):
+class PermissionsBody(RequestBody):
     configure: str
     write: str
     read: str
 
 
-@router.get("/api/permissions")
+@router.get("/api/permissions", dependencies=[ListOptions])
 async def list_permissions(ctx: ApiContext = Context, _who: Principal = Admin
                      ) -> list[dict[str, Any]]:
     return [p.to_json() for p in ctx.broker.state.all_permissions()]
 
 
-@router.get("/api/users/{user}/permissions")
+@router.get("/api/users/{user}/permissions", dependencies=[ListOptions])
 async def user_permissions(user: str, ctx: ApiContext = Context, _who: Principal = Admin
                      ) -> list[dict[str, Any]]:
     name = path_name(user)
     return [p.to_json() for p in ctx.broker.state.all_permissions() if p.user == name]
 
 
-@router.get("/api/vhosts/{vhost}/permissions")
+@router.get("/api/vhosts/{vhost}/permissions", dependencies=[ListOptions])
 async def vhost_permissions(vhost: str, ctx: ApiContext = Context, _who: Principal = Admin
                       ) -> list[dict[str, Any]]:
     name = path_name(vhost)

@@ -6,13 +6,15 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, management_user, session, visible_vhost, visible_vhosts
 from api.http.http_errors import ApiError
 from api.http.http_publish import exchange_name
 from api.http.path_names import path_name
+from api.http.query_params import ListOptions
+from api.http.request_body import RequestBody
 from api.http.views import binding_view, default_binding_view, properties_key
 from logbroker import definitions
 from logbroker.routing.types import Destination
@@ -23,7 +25,7 @@ Management = Depends(management_user)
 Kind = Literal["q", "e"]
 
 
-class BindingBody(BaseModel):
+class BindingBody(RequestBody):
     routing_key: str = ""
     arguments: dict[str, Any] = Field(default_factory=dict)
 
@@ -52,20 +54,20 @@ def _check_ends(ctx: ApiContext, vhost: str, source: str, kind: Kind, destinatio
         raise ApiError(404, f"no exchange '{destination}' in vhost '{vhost}'")
 
 
-@router.get("/api/bindings")
+@router.get("/api/bindings", dependencies=[ListOptions])
 async def list_bindings(ctx: ApiContext = Context, who: Principal = Management
                   ) -> list[dict[str, Any]]:
     return [b for vhost in visible_vhosts(ctx, who) for b in vhost_bindings(ctx, vhost)]
 
 
-@router.get("/api/bindings/{vhost}")
+@router.get("/api/bindings/{vhost}", dependencies=[ListOptions])
 async def list_vhost_bindings(vhost: str, ctx: ApiContext = Context, who: Principal = Management
                         ) -> list[dict[str, Any]]:
     visible_vhost(ctx, who, path_name(vhost))
     return vhost_bindings(ctx, path_name(vhost))
 
 
-@router.get("/api/queues/{vhost}/{name}/bindings")
+@router.get("/api/queues/{vhost}/{name}/bindings", dependencies=[ListOptions])
 async def queue_bindings(vhost: str, name: str, ctx: ApiContext = Context,
                    who: Principal = Management) -> list[dict[str, Any]]:
     vhost_name, queue = path_name(vhost), path_name(name)
@@ -77,7 +79,7 @@ async def queue_bindings(vhost: str, name: str, ctx: ApiContext = Context,
         for b in ctx.broker.state.bindings_to(vhost_name, Destination("queue", queue))]
 
 
-@router.get("/api/bindings/{vhost}/e/{source}/{kind}/{destination}")
+@router.get("/api/bindings/{vhost}/e/{source}/{kind}/{destination}", dependencies=[ListOptions])
 async def list_between(vhost: str, source: str, kind: Kind, destination: str,
                  ctx: ApiContext = Context, who: Principal = Management
                  ) -> list[dict[str, Any]]:

@@ -12,12 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, admin_user, monitoring_user
 from api.http.http_errors import ApiError
 from api.http.path_names import path_name
+from api.http.request_body import RequestBody
 from logbroker.cluster.cluster_control import ClusterControl
 
 router = APIRouter(tags=["cluster"])
@@ -27,7 +28,7 @@ Admin = Depends(admin_user)
 NOT_CLUSTERED = "this node is not clustered (start it with --peers or --join)"
 
 
-class NodeBody(BaseModel):
+class NodeBody(RequestBody):
     name: str = Field(min_length=1, max_length=255)
     host: str = Field(min_length=1, max_length=255)
     cluster_port: int = Field(ge=1, le=65535)

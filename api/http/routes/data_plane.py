@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, principal, session
@@ -22,6 +22,7 @@ from api.http.http_publish import build_message, check_not_blocked, exchange_nam
 from api.http.leases import Lease
 from api.http.message_codec import message_json
 from api.http.path_names import path_name
+from api.http.request_body import RequestBody
 from logbroker import consuming
 
 router = APIRouter(tags=["data plane"])
@@ -32,24 +33,24 @@ MAX_BATCH = 10_000
 MAX_VISIBILITY_MS = 12 * 3600 * 1000
 
 
-class BatchMessage(BaseModel):
+class BatchMessage(RequestBody):
     routing_key: str = ""
     payload: str = ""
     payload_encoding: str = "string"
     properties: dict[str, Any] = Field(default_factory=dict)
 
 
-class BatchBody(BaseModel):
+class BatchBody(RequestBody):
     messages: list[BatchMessage] = Field(..., max_length=MAX_BATCH)
 
 
-class LeaseBody(BaseModel):
+class LeaseBody(RequestBody):
     count: int = Field(1, ge=1, le=MAX_BATCH)
     visibility_timeout_ms: int = Field(30_000, ge=1, le=MAX_VISIBILITY_MS)
     encoding: str = Field("auto", pattern="^(auto|base64)$")
 
 
-class SettleBody(BaseModel):
+class SettleBody(RequestBody):
     delivery_tags: list[int] = Field(..., max_length=MAX_BATCH)
     requeue: bool = True
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, management_user, session, visible_vhost, visible_vhosts
@@ -17,6 +17,8 @@ from api.http.http_publish import (
     publish_one,
 )
 from api.http.path_names import path_name
+from api.http.query_params import ListOptions
+from api.http.request_body import RequestBody
 from api.http.views import exchange_view
 from logbroker import definitions
 from logbroker.metadata import ExchangeRecord
@@ -26,7 +28,7 @@ Context = Depends(api_context)
 Management = Depends(management_user)
 
 
-class ExchangeBody(BaseModel):
+class ExchangeBody(RequestBody):
     type: str = "direct"
     durable: bool = True
     auto_delete: bool = False
@@ -34,7 +36,7 @@ class ExchangeBody(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-class PublishBody(BaseModel):
+class PublishBody(RequestBody):
     routing_key: str = ""
     payload: str = ""
     payload_encoding: str = "string"
@@ -59,13 +61,13 @@ def _views(ctx: ApiContext, vhosts: list[str]) -> list[dict[str, Any]]:
             for record in (default_exchange(vhost), *state.exchanges(vhost))]
 
 
-@router.get("/api/exchanges")
+@router.get("/api/exchanges", dependencies=[ListOptions])
 async def list_exchanges(ctx: ApiContext = Context, who: Principal = Management
                    ) -> list[dict[str, Any]]:
     return _views(ctx, visible_vhosts(ctx, who))
 
 
-@router.get("/api/exchanges/{vhost}")
+@router.get("/api/exchanges/{vhost}", dependencies=[ListOptions])
 async def list_vhost_exchanges(vhost: str, ctx: ApiContext = Context, who: Principal = Management
                          ) -> list[dict[str, Any]]:
     visible_vhost(ctx, who, path_name(vhost))

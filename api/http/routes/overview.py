@@ -17,6 +17,7 @@ from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, management_user, monitoring_user, visible_vhosts
 from api.http.http_errors import ApiError
 from api.http.path_names import path_name
+from api.http.query_params import ListOptions
 from api.http.views import connection_view
 
 router = APIRouter(tags=["overview"])
@@ -106,7 +107,7 @@ def _node_views(ctx: ApiContext) -> list[dict[str, Any]]:
     return [_cluster_node_view(ctx, status, member) for member in status.get("nodes", ())]
 
 
-@router.get("/api/nodes")
+@router.get("/api/nodes", dependencies=[ListOptions])
 async def get_nodes(ctx: ApiContext = Context, _who: Principal = Monitoring
                       ) -> list[dict[str, Any]]:
     return _node_views(ctx)
@@ -122,14 +123,14 @@ async def get_node(name: str, ctx: ApiContext = Context, _who: Principal = Monit
     raise ApiError(404, f"node '{wanted}' not found")
 
 
-@router.get("/api/connections")
+@router.get("/api/connections", dependencies=[ListOptions])
 async def get_connections(ctx: ApiContext = Context, who: Principal = Management
                     ) -> list[dict[str, Any]]:
     return [connection_view(ctx, info) for info in ctx.broker.connections.all()
             if who.sees_all_vhosts or info.user == who.user]
 
 
-@router.get("/api/consumers")
+@router.get("/api/consumers", dependencies=[ListOptions])
 async def get_consumers(ctx: ApiContext = Context, who: Principal = Management
                   ) -> list[dict[str, Any]]:
     out = []

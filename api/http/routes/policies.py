@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, management_user, visible_vhost, visible_vhosts
 from api.http.http_errors import ApiError
 from api.http.path_names import path_name
+from api.http.query_params import ListOptions
+from api.http.request_body import RequestBody
 from api.http.views import policy_view
 from logbroker.metadata import DeletePolicy, PutPolicy
 
@@ -19,7 +21,7 @@ Context = Depends(api_context)
 Management = Depends(management_user)
 
 
-class PolicyBody(BaseModel):
+class PolicyBody(RequestBody):
     model_config = ConfigDict(populate_by_name=True)
     pattern: str
     definition: dict[str, Any]
@@ -35,14 +37,14 @@ def _policymaker(ctx: ApiContext, who: Principal, vhost: str) -> None:
         raise ApiError(403, f"access to vhost '{vhost}' refused for user '{who.user}'")
 
 
-@router.get("/api/policies")
+@router.get("/api/policies", dependencies=[ListOptions])
 async def list_policies(ctx: ApiContext = Context, who: Principal = Management
                   ) -> list[dict[str, Any]]:
     return [policy_view(p) for vhost in visible_vhosts(ctx, who)
             for p in ctx.broker.state.policies(vhost)]
 
 
-@router.get("/api/policies/{vhost}")
+@router.get("/api/policies/{vhost}", dependencies=[ListOptions])
 async def list_vhost_policies(vhost: str, ctx: ApiContext = Context, who: Principal = Management
                         ) -> list[dict[str, Any]]:
     visible_vhost(ctx, who, path_name(vhost))

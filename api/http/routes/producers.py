@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, principal, session
 from api.http.http_errors import ApiError
 from api.http.http_publish import build_message, check_not_blocked, exchange_name
 from api.http.path_names import path_name
+from api.http.request_body import RequestBody
 from logbroker.metadata.producer_commands import MAX_PRODUCER_NAME_BYTES
 from logbroker.producer_batches import BatchConflict
 from logbroker.staged_parts import StagingLimit, UnknownParts
@@ -30,12 +31,12 @@ MAX_PARTS = 100_000
 Seq = Path(..., ge=0, lt=2**63, description="the batch's sequence number")
 
 
-class PartBody(BaseModel):
+class PartBody(RequestBody):
     exchange: str = ""
     messages: list[dict[str, Any]] = Field(..., min_length=1, max_length=MAX_PART_MESSAGES)
 
 
-class CommitBody(BaseModel):
+class CommitBody(RequestBody):
     parts: list[str] = Field(..., max_length=MAX_PARTS)
 
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, admin_user
 from api.http.http_errors import ApiError
 from api.http.path_names import path_name
+from api.http.request_body import RequestBody
 from logbroker.cluster.cluster_control import ReplicaControl
 
 router = APIRouter(tags=["queues"])
@@ -30,7 +31,7 @@ Admin = Depends(admin_user)
 NOT_CLUSTERED = "this node is not clustered: its queues have no replicas"
 
 
-class ActionBody(BaseModel):
+class ActionBody(RequestBody):
     action: Literal["sync", "cancel_sync", "transfer_leader"]
     node: str | None = Field(default=None, min_length=1, max_length=255)
 

@@ -6,13 +6,15 @@ import itertools
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, management_user, session, visible_vhost, visible_vhosts
 from api.http.http_errors import ApiError
 from api.http.message_codec import message_json
 from api.http.path_names import path_name
+from api.http.query_params import ListOptions
+from api.http.request_body import RequestBody
 from api.http.views import queue_view
 from logbroker import consuming, definitions
 from logbroker.errors import BrokerError
@@ -25,14 +27,14 @@ _get_serial = itertools.count(1)
 MAX_GET_COUNT = 10_000
 
 
-class QueueBody(BaseModel):
+class QueueBody(RequestBody):
     durable: bool = True
     auto_delete: bool = False
     arguments: dict[str, Any] = Field(default_factory=dict)
     node: str | None = None
 
 
-class GetBody(BaseModel):
+class GetBody(RequestBody):
     count: int = Field(1, ge=1, le=MAX_GET_COUNT)
     ackmode: Literal["ack_requeue_true", "ack_requeue_false", "reject_requeue_true",
                      "reject_requeue_false"] = "ack_requeue_true"
@@ -47,13 +49,13 @@ def queue_views(ctx: ApiContext, vhosts: list[str]) -> list[dict[str, Any]]:
             for vhost in vhosts for record in state.queues(vhost)]
 
 
-@router.get("/api/queues")
+@router.get("/api/queues", dependencies=[ListOptions])
 async def list_queues(ctx: ApiContext = Context, who: Principal = Management
                       ) -> list[dict[str, Any]]:
     return queue_views(ctx, visible_vhosts(ctx, who))
 
 
-@router.get("/api/queues/{vhost}")
+@router.get("/api/queues/{vhost}", dependencies=[ListOptions])
 async def list_vhost_queues(vhost: str, ctx: ApiContext = Context, who: Principal = Management
                       ) -> list[dict[str, Any]]:
     visible_vhost(ctx, who, path_name(vhost))

@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 CLOSE_BAD_AUTH = 4401
 CLOSE_FORBIDDEN = 4403
+CLOSE_TRY_AGAIN = 1013  # RFC 6455 "Try Again Later": a starting node without its users
 _MAX_REASON_BYTES = 123  # a close frame's reason must fit in a control frame
 _serial = itertools.count(1)
 
@@ -35,10 +36,12 @@ _serial = itertools.count(1)
 async def websocket_endpoint(socket: WebSocket) -> None:
     ctx: ApiContext = socket.app.state.context
     await socket.accept()
+    await ctx.broker.definitions_loaded.wait()  # a starting node may not know the users yet
     try:
         who = _principal(ctx, socket)
     except ApiError as error:
-        await _refuse(socket, CLOSE_BAD_AUTH, error.reason)
+        await _refuse(socket, CLOSE_TRY_AGAIN if error.status == 503 else CLOSE_BAD_AUTH,
+                      error.reason)
         return
     vhost = socket.query_params.get("vhost", "/")
     try:

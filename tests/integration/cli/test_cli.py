@@ -248,3 +248,45 @@ def test_help_on_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
         out, err = process.communicate(timeout=RUN_TIMEOUT_S)
         assert process.returncode == 0, err.decode()
         assert out.startswith(b"usage: logbroker")
+
+
+def test_get_on_an_empty_queue_says_so_on_stderr(broker: BrokerProcess) -> None:
+    ok(broker, "declare", "queue", "cli.empty")
+    result = run(broker, "get", "cli.empty")
+    assert result.returncode == 0 and result.stdout == b""
+    assert result.stderr.decode() == "logbroker: queue 'cli.empty' is empty\n"
+
+
+def test_replay_past_the_end_says_where_the_end_is(broker: BrokerProcess,
+                                                   http: httpx.Client) -> None:
+    publish(http, "cli.short", "a", "b")
+    result = run(broker, "replay", "cli.short", "--from-offset", "999999")
+    assert result.returncode == 0 and result.stdout == b""
+    assert result.stderr.decode() == "logbroker: offset 999999 is past the end (end_offset 2)\n"
+    assert ok(broker, "replay", "cli.short", "--from-offset", "1") == "b\n"
+
+
+def test_declare_lists_and_takes_the_queue_options(broker: BrokerProcess,
+                                                   http: httpx.Client,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (["declare"], ["declare", "queue"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        out = capsys.readouterr().out
+        for option in ("--max-length", "--message-ttl", "--queue-type", "--dead-letter-exchange",
+                       "--max-priority", "--overflow", "--single-active-consumer"):
+            assert option in out, (command, option)
+    ok(broker, "declare", "queue", "cli.options", "--max-length", "10", "--message-ttl",
+       "60000", "--overflow", "reject-publish", "--single-active-consumer",
+       "--argument", "x-max-priority=5")
+    arguments = http.get("/api/queues/%2F/cli.options").json()["arguments"]
+    assert arguments == {"x-max-length": 10, "x-message-ttl": 60000,
+                         "x-overflow": "reject-publish", "x-single-active-consumer": True,
+                         "x-max-priority": 5}
+
+
+def test_publish_help_describes_publish(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["publish", "--help"])
+    description = capsys.readouterr().out.split("\n\n")[1]
+    assert description.startswith("Publish messages with confirms.")

@@ -6,6 +6,7 @@ import pytest
 from pamqp import commands, header
 
 from api.amqp import (
+    AmqpConnection,
     ConnectionClosed,
     ConnectionConfig,
     ConnectionFailed,
@@ -13,6 +14,7 @@ from api.amqp import (
     OpenRequested,
     Tuning,
 )
+from api.amqp.handshake import LoginUnavailable
 from api.amqp.wire import PROTOCOL_HEADER
 from tests.unit.api.amqp.client import Client, plain_response
 
@@ -171,6 +173,31 @@ def test_bad_credentials_without_the_capability_just_drop_like_rabbitmq() -> Non
     assert isinstance(closed, ConnectionClosed)
     assert client.output() == []
     assert client.machine.closed
+
+
+def test_a_login_the_broker_cannot_check_yet_is_320_not_403() -> None:
+    """A starting node without its users says "try again", which clients retry."""
+
+    def not_yet(username: str, password: str) -> str | None:
+        raise LoginUnavailable("node n1 is starting")
+
+    client = Client()
+    client.machine = AmqpConnection(ConnectionConfig(), not_yet, 0)
+    client.start()
+    forced = "CONNECTION_FORCED - node n1 is starting"
+    assert client.start_ok("guest", "guest") == [ConnectionFailed(320, forced, True, "")]
+    [(channel, close)] = client.methods()
+    assert channel == 0 and isinstance(close, commands.Connection.Close)
+    assert (close.reply_code, close.reply_text) == (320, forced)
+    assert client.machine.login_user == "guest" and client.machine.user == ""
+
+
+def test_a_refused_login_keeps_the_name_it_tried_for_the_log() -> None:
+    client = Client()
+    client.start()
+    assert client.machine.login_user == ""
+    client.start_ok("nobody", "x")
+    assert (client.machine.login_user, client.machine.user) == ("nobody", "")
 
 
 def test_amqplain_bad_password() -> None:
