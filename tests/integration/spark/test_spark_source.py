@@ -157,15 +157,15 @@ def test_batch_read_of_a_fixed_range_with_headers_and_properties(
 
 
 def drop_head_by_retention(http: httpx.Client, queue: str) -> int:
-    """Fill more than one 8 MiB segment, settle it all: retention (bytes 0) deletes the
-    first segment. The queue's first kept offset."""
+    """Fill more than one 64 MiB log segment, settle it all: retention (bytes 0) deletes
+    the first segment at once. The queue's first kept offset."""
     declare(http, queue, {"x-retention-bytes": 0})
     body = "x" * (64 * 1024)
-    for _ in range(3):
-        publish(http, queue, [body] * 60)
+    for _ in range(22):
+        publish(http, queue, [body] * 50)
     while True:
         got = http.post(f"/api/queues/%2F/{queue}/get",
-                        json={"count": 100, "ackmode": "ack_requeue_false",
+                        json={"count": 500, "ackmode": "ack_requeue_false",
                               "encoding": "auto", "truncate": 1})
         got.raise_for_status()
         if not got.json():
