@@ -38,6 +38,7 @@ from logbroker.metadata import (
     build_router,
     hash_password,
 )
+from logbroker.producer_batches import ProducerBatches
 from logbroker.publishing import Publisher
 from logbroker.queue.queue_endpoint import RemoteQueueEndpoint, RemoteQueues
 from logbroker.queue.queue_settings import settings_from
@@ -91,6 +92,7 @@ class Broker(BrokerAccess):
         # Set by the cluster node (`use_replicas`): replicated queues' roles here.
         self.roles: ReplicaRoles | None = None
         self.publisher = Publisher(self.router, self.queue, lambda: self.remote)
+        self.producer_batches = ProducerBatches(lambda: self.state, self.apply, self.publisher)
         self.connections = ConnectionRegistry()
         self._retention_task: asyncio.Future[None] | None = None
         watermarks = Watermarks(
@@ -126,6 +128,7 @@ class Broker(BrokerAccess):
     def start_background(self) -> None:
         """Resource alarms and the retention sweep (call inside the event loop)."""
         self.resources.start()
+        self.producer_batches.start()
         self._retention_task = asyncio.ensure_future(self._sweep_retention())
 
     def bootstrap_commands(self) -> list[Command]:
@@ -136,6 +139,7 @@ class Broker(BrokerAccess):
     async def close(self) -> None:
         if self._retention_task is not None:
             self._retention_task.cancel()
+        self.producer_batches.stop()
         await self.resources.stop()
         if self.roles is not None:
             await self.roles.settle()

@@ -256,6 +256,34 @@ def publish_batch(vhost: str, exchange: str, messages: Sequence[OutgoingMessage]
                 idempotent=False)
 
 
+def _producer_path(vhost: str, producer: str) -> str:
+    return f"/api/producers/{segment(vhost)}/{segment(producer)}"
+
+
+def stage_part(vhost: str, producer: str, seq: int, exchange: str,
+               messages: Sequence[OutgoingMessage]) -> Call[str]:
+    """One part of a transactional batch. Safe to retry: a part staged twice is
+    harmless, since a commit publishes only the parts it lists."""
+    body = {"exchange": exchange, "messages": [m.wire() for m in messages]}
+    return Call("POST", f"{_producer_path(vhost, producer)}/batches/{seq}/parts",
+                lambda response: str(_object(response)["part"]), body)
+
+
+def commit_batch(vhost: str, producer: str, seq: int, parts: Sequence[str]
+                 ) -> Call[dict[str, Any]]:
+    """Idempotent by design: a second commit answers `duplicate` and publishes nothing."""
+    return Call("POST", f"{_producer_path(vhost, producer)}/batches/{seq}/commit", _object,
+                {"parts": list(parts)})
+
+
+def abort_batch(vhost: str, producer: str, seq: int) -> Call[dict[str, Any]]:
+    return Call("POST", f"{_producer_path(vhost, producer)}/batches/{seq}/abort", _object)
+
+
+def producer(vhost: str, name: str) -> Call[dict[str, Any]]:
+    return Call("GET", _producer_path(vhost, name), _object)
+
+
 def _messages(response: httpx.Response) -> list[GotMessage]:
     data = response.json()
     items = data["messages"] if isinstance(data, dict) else data

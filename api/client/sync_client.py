@@ -244,6 +244,34 @@ class Client(ClientBase):
             results.extend(sent)
         return results
 
+    def stage_batch(self, producer: str, seq: int,
+                    messages: Iterable[OutgoingMessage | bytes | str], *, exchange: str = "",
+                    routing_key: str = "", properties: Properties | None = None,
+                    part_size: int = 1000, vhost: str | None = None) -> list[str]:
+        """Stage messages as parts of transactional batch `seq` of `producer`; the parts'
+        tokens, to commit with `commit_batch`. Nothing is routable until the commit."""
+        parts: list[str] = []
+        items = list(outgoing(messages, routing_key, properties))
+        for start in range(0, len(items), part_size):
+            call = calls.stage_part(self._vhost(vhost), producer, seq, exchange,
+                                    items[start:start + part_size])
+            parts.append(self._send(call))
+        return parts
+
+    def commit_batch(self, producer: str, seq: int, parts: Sequence[str], *,
+                     vhost: str | None = None) -> dict[str, Any]:
+        """Publish the listed parts of batch `seq` at once, at most once per (producer, seq):
+        `{"committed": true, "duplicate": bool, "messages": n, ...}`."""
+        return self._send(calls.commit_batch(self._vhost(vhost), producer, seq, parts))
+
+    def abort_batch(self, producer: str, seq: int, *, vhost: str | None = None
+                    ) -> dict[str, Any]:
+        return self._send(calls.abort_batch(self._vhost(vhost), producer, seq))
+
+    def producer(self, producer: str, *, vhost: str | None = None) -> dict[str, Any]:
+        """A transactional producer: its last committed batches and its open ones."""
+        return self._send(calls.producer(self._vhost(vhost), producer))
+
     def get(self, queue: str, count: int = 1, *, ackmode: str = "ack_requeue_true",
             vhost: str | None = None) -> list[GotMessage]:
         return self._send(calls.get(self._vhost(vhost), queue, count, ackmode))

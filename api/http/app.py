@@ -18,6 +18,7 @@ from api.http.routes import (
     metrics,
     overview,
     policies,
+    producers,
     queue_actions,
     queues,
     replay,
@@ -38,7 +39,7 @@ def create_app(context: ApiContext) -> FastAPI:
     install_error_handlers(app)
     for module in (overview, cluster, access, exchanges, queues, queue_actions, bindings,
                    policies,
-                   definitions, data_plane, replay, metrics, websocket):
+                   definitions, data_plane, producers, replay, metrics, websocket):
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=context.max_body_bytes)
     app.add_middleware(EncodedSlashMiddleware)

@@ -247,11 +247,31 @@ class ElectQueueLeader(_TableFields):
     out_of_sync: bool = False  # ha-promote-on-failure: always found no in-sync copy
 
 
+@dataclass(frozen=True)
+class CommitProducerBatch(_TableFields):
+    """Producer `producer`'s batch `seq` is committed at `commit_ms` (producer_commands)."""
+
+    vhost: str
+    producer: str
+    seq: int
+    commit_ms: int
+
+
+@dataclass(frozen=True)
+class ProducerBatchApplied(_TableFields):
+    """Every message of the committed batch is in its queues."""
+
+    vhost: str
+    producer: str
+    seq: int
+
+
 Command = (
     AddVhost | DeleteVhost | PutUser | DeleteUser | SetPermissions | ClearPermissions
     | DeclareExchange | DeleteExchange | Bind | Unbind | DeclareQueue | DeleteQueue
     | PutPolicy | DeletePolicy | AddClusterNode | RemoveClusterNode | SetNodeLiveness
-    | SetQueuePlacement | SetQueueInSync | ElectQueueLeader
+    | SetQueuePlacement | SetQueueInSync | ElectQueueLeader | CommitProducerBatch
+    | ProducerBatchApplied
 )  # fmt: skip
 
 COMMAND_TYPES: dict[str, type[Command]] = {

@@ -15,7 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from logbroker.metadata.records import ClusterNodeRecord, ExchangeRecord, QueueRecord
+from logbroker.metadata.records import (
+    ClusterNodeRecord,
+    ExchangeRecord,
+    ProducerRecord,
+    QueueRecord,
+)
 from logbroker.routing import Binding
 
 
@@ -156,11 +161,21 @@ class QueueInSyncChanged:
     queue: QueueRecord
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerChanged:
+    """A transactional producer's record changed (`producer`; None: it was forgotten)."""
+
+    vhost: str
+    name: str
+    producer: ProducerRecord | None
+
+
 Event = (
     VhostAdded | VhostUpdated | VhostDeleted | UserPut | UserDeleted | PermissionsSet
     | PermissionsCleared | ExchangeDeclared | ExchangeDeleted | QueueDeclared | QueueDeleted
     | BindingAdded | BindingRemoved | PolicyChanged | ClusterNodeAdded | ClusterNodeUpdated
     | ClusterNodeRemoved | NodeLivenessChanged | QueuePlacementChanged | QueueInSyncChanged
+    | ProducerChanged
 )  # fmt: skip
 
 

@@ -226,3 +226,47 @@ class ClusterNodeRecord:
             data["up"],
             data["since_ms"],
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerRecord:
+    """What the broker remembers of a transactional producer (`producer_commands`).
+
+    `committed` holds the last `COMMITTED_WINDOW` committed sequence numbers,
+    ascending, so a commit sent again is recognised; `pending` the committed
+    batches whose messages are not all known to be in their queues yet, each
+    with the time of its commit (where a re-apply looks for them).
+    """
+
+    vhost: str
+    name: str
+    last_committed_seq: int
+    committed: tuple[int, ...]
+    pending: tuple[tuple[int, int], ...]  # (seq, commit_ms)
+    last_commit_ms: int
+
+    def pending_commit_ms(self, seq: int) -> int | None:
+        for pending_seq, commit_ms in self.pending:
+            if pending_seq == seq:
+                return commit_ms
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "last_committed_seq": self.last_committed_seq,
+            "committed": list(self.committed),
+            "pending": [list(item) for item in self.pending],
+            "last_commit_ms": self.last_commit_ms,
+        }
+
+    @classmethod
+    def from_json(cls, vhost: str, data: Mapping[str, Any]) -> ProducerRecord:
+        return cls(
+            vhost,
+            data["name"],
+            data["last_committed_seq"],
+            tuple(data["committed"]),
+            tuple((int(seq), int(commit_ms)) for seq, commit_ms in data["pending"]),
+            data["last_commit_ms"],
+        )

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from logbroker.metadata import access_commands as access
 from logbroker.metadata import cluster_commands as cluster
 from logbroker.metadata import policy_commands as policy_cmds
+from logbroker.metadata import producer_commands as producers
 from logbroker.metadata import replica_commands as replica
 from logbroker.metadata import topology_commands as topology
 from logbroker.metadata.commands import Command, DeleteExchange, DeleteQueue
@@ -41,6 +42,7 @@ from logbroker.metadata.records import (
     ClusterNodeRecord,
     ExchangeRecord,
     PermissionRecord,
+    ProducerRecord,
     QueueRecord,
     UserRecord,
     VhostRecord,
@@ -70,6 +72,8 @@ _PLANNERS: dict[str, _Planner] = {
     "SetQueuePlacement": cluster.plan_set_queue_placement,
     "SetQueueInSync": replica.plan_set_queue_in_sync,
     "ElectQueueLeader": replica.plan_elect_queue_leader,
+    "CommitProducerBatch": producers.plan_commit_producer_batch,
+    "ProducerBatchApplied": producers.plan_producer_batch_applied,
 }
 
 
@@ -197,6 +201,11 @@ class MetadataState:
         policy = self.effective_policy(vhost, "exchange", name)
         alternate = effective_alternate_exchange(exchange.arguments, policy)
         return ExchangeSpec(name, exchange.type, exchange.arguments, alternate)
+
+    def producer(self, vhost: str, name: str) -> ProducerRecord | None:
+        """A transactional producer's committed batches (`producer_commands`)."""
+        data = self._data.vhosts.get(vhost)
+        return data.producers.get(name) if data is not None else None
 
     def cluster_nodes(self) -> tuple[ClusterNodeRecord, ...]:
         """The cluster's nodes, by name."""

@@ -20,6 +20,7 @@ from logbroker.metadata.records import (
     ClusterNodeRecord,
     ExchangeRecord,
     PermissionRecord,
+    ProducerRecord,
     QueueRecord,
     UserRecord,
     VhostRecord,
@@ -37,6 +38,7 @@ class VhostData:
     queues: dict[str, QueueRecord] = field(default_factory=dict)
     bindings: BindingTable = field(default_factory=BindingTable)
     policies: dict[str, Policy] = field(default_factory=dict)
+    producers: dict[str, ProducerRecord] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -88,6 +90,7 @@ def _vhost_to_json(vhost: VhostData) -> dict[str, Any]:
         "queues": [record.to_json() for record in vhost.queues.values()],
         "bindings": [binding_to_json(binding) for binding in vhost.bindings],
         "policies": [policy.to_json() for policy in vhost.policies.values()],
+        "producers": [record.to_json() for record in vhost.producers.values()],
     }
 
 
@@ -105,6 +108,9 @@ def _vhost_from_json(data: Mapping[str, Any]) -> VhostData:
     for item in data["policies"]:
         policy = Policy.from_json(name, item)
         vhost.policies[policy.name] = policy
+    for item in data.get("producers", ()):  # absent in snapshots before producer batches
+        producer = ProducerRecord.from_json(name, item)
+        vhost.producers[producer.name] = producer
     return vhost
 
 

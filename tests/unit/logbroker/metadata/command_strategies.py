@@ -10,6 +10,7 @@ from logbroker.metadata import (
     Bind,
     ClearPermissions,
     Command,
+    CommitProducerBatch,
     DeclareExchange,
     DeclareQueue,
     DeleteExchange,
@@ -18,6 +19,7 @@ from logbroker.metadata import (
     DeleteUser,
     DeleteVhost,
     ElectQueueLeader,
+    ProducerBatchApplied,
     PutPolicy,
     PutUser,
     RemoveClusterNode,
@@ -58,6 +60,7 @@ declare_exchanges = st.builds(
     DeclareExchange, vhosts, exchanges, st.sampled_from(["direct", "fanout", "fanout", "nope"]),
     st.booleans(), st.booleans(), st.just(False), exchange_args,
 )  # fmt: skip
+producers = st.sampled_from(["sink-1", "sink-2", ""])
 nodes = st.sampled_from(["n1", "n2", "n3", ""])
 placements = st.sampled_from([
     (None, ()), (None, ()), ("n1", ("n1",)), ("n2", ("n2", "n1")), ("n3", ("n3", "n1", "n2")),
@@ -102,6 +105,8 @@ commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(ElectQueueLeader, vhosts, queues, st.integers(0, 3), nodes,
               st.sampled_from([(), ("n1",), ("n2", "n1"), ("n3", "n1", "n2"), ("n2", "n2")]),
               st.booleans()),
+    st.builds(CommitProducerBatch, vhosts, producers, st.integers(-1, 4), st.integers(0, 9)),
+    st.builds(ProducerBatchApplied, vhosts, producers, st.integers(0, 4)),
 )  # fmt: skip
 
 # A starting topology, so random commands meet existing objects and cascades.

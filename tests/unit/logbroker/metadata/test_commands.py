@@ -17,6 +17,7 @@ from logbroker.metadata.commands import (
     ClearPermissions,
     Command,
     CommandDecodeError,
+    CommitProducerBatch,
     DeclareExchange,
     DeclareQueue,
     DeleteExchange,
@@ -24,6 +25,7 @@ from logbroker.metadata.commands import (
     DeleteQueue,
     DeleteUser,
     DeleteVhost,
+    ProducerBatchApplied,
     PutPolicy,
     PutUser,
     RemoveClusterNode,
@@ -80,6 +82,8 @@ commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(RemoveClusterNode, names),
     st.builds(SetNodeLiveness, names, st.booleans(), st.integers(0, 2**63)),
     st.builds(SetQueuePlacement, names, names, names, name_tuples),
+    st.builds(CommitProducerBatch, names, names, st.integers(0, 2**63), st.integers(0, 2**63)),
+    st.builds(ProducerBatchApplied, names, names, st.integers(0, 2**63)),
 )  # fmt: skip
 
 
@@ -111,7 +115,7 @@ def test_every_command_type_is_covered() -> None:
         "ClearPermissions", "DeclareExchange", "DeleteExchange", "Bind", "Unbind",
         "DeclareQueue", "DeleteQueue", "PutPolicy", "DeletePolicy", "AddClusterNode",
         "RemoveClusterNode", "SetNodeLiveness", "SetQueuePlacement", "SetQueueInSync",
-        "ElectQueueLeader",
+        "ElectQueueLeader", "CommitProducerBatch", "ProducerBatchApplied",
     }  # fmt: skip
 
 

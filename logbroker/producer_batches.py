@@ -1,0 +1,202 @@
+"""Transactional batch publish: a producer's batch becomes routable whole, at most once.
+
+A producer (a Spark sink, any client that needs exactly-once publishing)
+names itself with a producer id and numbers its batches with increasing
+sequence numbers. It stages the messages of batch `seq` in parts (checked as
+a publish is, held by `StagedParts`), then commits the parts it wants. The
+commit:
+
+1. answers "already committed" and publishes nothing when the metadata says
+   `seq` was committed and applied (`producer_commands`);
+2. takes the listed parts (the batch's other parts are discarded);
+3. records the commit in the metadata (`CommitProducerBatch`: durable on a
+   standalone node, Raft-replicated in a cluster) *before* anything is routed;
+4. routes every message of the batch in one call of the publisher, so each
+   target queue appends its share in one write: a consumer sees all of the
+   batch's messages in its queue or none of them;
+5. waits until every target queue holds its share durably, then records
+   `ProducerBatchApplied`.
+
+If the committing node stops between 3 and 5, the batch stays *pending*: the
+commit record exists, its messages may be in some queues and not others. A
+commit of the same batch again (the client saw no answer and retries, with
+the parts staged again if the node restarted) re-applies it, skipping every
+local queue that already holds messages stamped with this producer and
+sequence since the commit time. Every published message carries the stamp
+as headers `x-producer-id` and `x-producer-seq`.
+
+What this does not cover yet: staged parts live in the memory of the node
+that staged them (a restart loses them: the commit then answers that the
+parts are unknown and the producer stages the batch again; nothing committed
+is lost), and a pending batch's re-apply can check only queues led by the
+committing node, so a node stopping in the middle of step 4 of a batch that
+also routes to queues led by other nodes may leave those with a duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from logbroker.message import Message
+from logbroker.metadata import CommitProducerBatch, MetadataState, ProducerBatchApplied
+from logbroker.metadata.commands import Command
+from logbroker.publishing import Publisher, PublishResult
+from logbroker.queue.queue_shell import QueueShell
+from logbroker.staged_parts import BatchKey, OpenBatch, StagedParts, StagingLimits
+
+PRODUCER_ID_HEADER = "x-producer-id"
+PRODUCER_SEQ_HEADER = "x-producer-seq"
+SWEEP_S = 10.0
+STAMP_SCAN_BYTES = 1 << 20
+
+
+StateSource = Callable[[], MetadataState]
+Apply = Callable[[Command], Awaitable[object]]
+
+
+class BatchConflict(Exception):
+    """The batch cannot take this request in its state (committed already, behind)."""
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    duplicate: bool  # committed before: nothing was published now
+    messages: int  # messages of the batch
+    unroutable: int  # of which reached no queue
+    refused: int  # of which a queue refused (x-overflow reject-publish, max length)
+
+
+class ProducerBatches:
+    """The node's transactional batches; one lock per producer orders its commits."""
+
+    def __init__(self, state: StateSource, apply: Apply, publisher: Publisher,
+                 limits: StagingLimits | None = None) -> None:
+        self._state = state
+        self._apply = apply
+        self._publisher = publisher
+        self.staged = StagedParts(limits)
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._sweeper: asyncio.Future[None] | None = None
+
+    def start(self) -> None:
+        self._sweeper = asyncio.ensure_future(self._sweep())
+
+    def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+
+    def stage(self, vhost: str, producer: str, seq: int, messages: Sequence[Message]) -> str:
+        """Stage a part of batch `seq` (its messages already checked); its token."""
+        record = self._state().producer(vhost, producer)
+        # A pending batch takes parts again: its commit did not finish, and the
+        # producer stages the batch anew when the node lost the first parts.
+        if record is not None and record.pending_commit_ms(seq) is None and (
+                seq in record.committed or seq < record.last_committed_seq):
+            raise BatchConflict(f"batch {seq} of producer '{producer}' is already committed"
+                                if seq in record.committed else
+                                f"batch {seq} of producer '{producer}' is behind its last "
+                                f"committed batch {record.last_committed_seq}")
+        token = os.urandom(12).hex()
+        stamped = [_stamped(message, producer, seq) for message in messages]
+        self.staged.stage(BatchKey(vhost, producer, seq), token, stamped, _now_ms())
+        return token
+
+    def abort(self, vhost: str, producer: str, seq: int) -> int:
+        """Discard batch `seq`'s staged parts; how many there were."""
+        record = self._state().producer(vhost, producer)
+        if record is not None and seq in record.committed:
+            raise BatchConflict(f"batch {seq} of producer '{producer}' is committed; "
+                                "it cannot be aborted")
+        return self.staged.discard(BatchKey(vhost, producer, seq))
+
+    def open_batches(self, vhost: str, producer: str) -> list[OpenBatch]:
+        return self.staged.open_batches(vhost, producer)
+
+    async def commit(self, vhost: str, producer: str, seq: int, tokens: Sequence[str]
+                     ) -> CommitOutcome:
+        lock = self._locks.setdefault((vhost, producer), asyncio.Lock())
+        try:
+            async with lock:
+                return await self._commit(BatchKey(vhost, producer, seq), tokens)
+        finally:
+            if not lock.locked() and self._locks.get((vhost, producer)) is lock:
+                del self._locks[(vhost, producer)]
+
+    async def _commit(self, key: BatchKey, tokens: Sequence[str]) -> CommitOutcome:
+        record = self._state().producer(key.vhost, key.producer)
+        commit_ms = record.pending_commit_ms(key.seq) if record is not None else None
+        if record is not None and key.seq in record.committed and commit_ms is None:
+            self.staged.discard(key)
+            return CommitOutcome(duplicate=True, messages=0, unroutable=0, refused=0)
+        if record is not None and key.seq < record.last_committed_seq and commit_ms is None:
+            raise BatchConflict(f"batch {key.seq} of producer '{key.producer}' is behind its "
+                                f"last committed batch {record.last_committed_seq}")
+        messages = [m for part in self.staged.take(key, tokens) for m in part.messages]
+        skip: set[str] = set()
+        if commit_ms is None:
+            await self._apply(CommitProducerBatch(key.vhost, key.producer, key.seq, _now_ms()))
+        else:  # a commit that did not finish: queues that have their share keep it
+            skip = self._queues_holding(key, messages, commit_ms)
+        results = await self._publish(key.vhost, messages, skip)
+        await self._apply(ProducerBatchApplied(key.vhost, key.producer, key.seq))
+        return CommitOutcome(
+            duplicate=False, messages=len(messages),
+            unroutable=sum(1 for result in results if not result.routed),
+            refused=sum(1 for result in results if not result.confirmed))
+
+    async def _publish(self, vhost: str, messages: list[Message], skip: set[str]
+                       ) -> list[PublishResult]:
+        if not skip:
+            return await self._publisher.start_batch(vhost, messages)
+        routed = []
+        for message in messages:
+            shells, _ = self._publisher.route_all(vhost, message.exchange, message)
+            routed.append((message, [shell for shell in shells if shell.name not in skip]))
+        return await self._publisher.start_routed(routed)
+
+    def _queues_holding(self, key: BatchKey, messages: list[Message], commit_ms: int
+                        ) -> set[str]:
+        """The local target queues whose log has a message of this batch since its commit."""
+        targets: dict[str, QueueShell] = {}
+        for message in messages:
+            shells, _ = self._publisher.route_all(key.vhost, message.exchange, message)
+            targets.update((shell.name, shell) for shell in shells)
+        return {name for name, shell in targets.items() if _holds_stamp(shell, key, commit_ms)}
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_S)
+            self.staged.expire(_now_ms())
+
+
+def _holds_stamp(shell: QueueShell, key: BatchKey, since_ms: int) -> bool:
+    offset = shell.log.offset_for_timestamp(since_ms)
+    end = shell.log.next_offset
+    while offset < end:
+        records = shell.log.read(offset, STAMP_SCAN_BYTES)
+        if not records:
+            return False
+        for record in records:
+            headers = Message.from_record(record).headers
+            if (headers.get(PRODUCER_ID_HEADER) == key.producer
+                    and headers.get(PRODUCER_SEQ_HEADER) == key.seq):
+                return True
+        offset = records[-1].offset + 1
+    return False
+
+
+def _stamped(message: Message, producer: str, seq: int) -> Message:
+    # A copy: the properties object may be shared by the request's other messages.
+    properties = copy.copy(message.properties)
+    properties.headers = {**(message.properties.headers or {}),
+                          PRODUCER_ID_HEADER: producer, PRODUCER_SEQ_HEADER: seq}
+    return message.with_properties(properties)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

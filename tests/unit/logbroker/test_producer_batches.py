@@ -1,0 +1,75 @@
+"""ProducerBatches in process: commit once, and finish a commit the node did not finish."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logbroker import definitions
+from logbroker.broker import Broker
+from logbroker.broker_config import BrokerConfig, Session
+from logbroker.message import Message
+from logbroker.metadata import CommitProducerBatch
+from logbroker.producer_batches import BatchConflict
+from logbroker.staged_parts import BatchKey
+
+SESSION = Session("conn-1", "guest", "/")
+
+
+def bodies(broker: Broker, queue: str) -> list[bytes]:
+    shell = broker.queue("/", queue)
+    assert shell is not None
+    return [record.value for record in shell.log.read(0, 1 << 20)]
+
+
+async def open_broker(tmp_path: Path) -> Broker:
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
+    for name in ("a", "b"):
+        await definitions.declare_queue(broker, SESSION, name, durable=True)
+    await definitions.declare_exchange(broker, SESSION, "fan", "fanout", durable=True)
+    for name in ("a", "b"):
+        await definitions.bind_queue(broker, SESSION, name, "fan", "")
+    return broker
+
+
+async def test_a_commit_publishes_once_and_stamps_the_messages(tmp_path: Path) -> None:
+    broker = await open_broker(tmp_path)
+    batches = broker.producer_batches
+    part = batches.stage("/", "p", 0, [Message("fan", "", b"x"), Message("fan", "", b"y")])
+    outcome = await batches.commit("/", "p", 0, [part])
+    assert (outcome.duplicate, outcome.messages) == (False, 2)
+    assert (await batches.commit("/", "p", 0, [part])).duplicate
+    assert bodies(broker, "a") == bodies(broker, "b") == [b"x", b"y"]
+    shell = broker.queue("/", "a")
+    assert shell is not None
+    stamped = Message.from_record(shell.log.read(0)[0]).headers
+    assert stamped == {"x-producer-id": "p", "x-producer-seq": 0}
+    record = broker.state.producer("/", "p")
+    assert record is not None and record.pending == ()
+    with pytest.raises(BatchConflict):
+        batches.stage("/", "p", 0, [Message("fan", "", b"late")])
+    await broker.close()
+
+
+async def test_a_pending_commit_is_finished_where_it_was_not(tmp_path: Path) -> None:
+    """The node stopped after the commit record and after queue `a` took its share."""
+    broker = await open_broker(tmp_path)
+    batches = broker.producer_batches
+    await broker.apply(CommitProducerBatch("/", "p", 4, 0))
+    await definitions.bind_queue(broker, SESSION, "b", "fan", "", unbind=True)
+    half = batches.stage("/", "p", 4, [Message("fan", "", b"m1"), Message("fan", "", b"m2")])
+    # Publish as the interrupted commit did, to `a` only (b is unbound for that).
+    for message in batches.staged.take(BatchKey("/", "p", 4), [half])[0].messages:
+        await broker.publisher.publish("/", message)
+    await definitions.bind_queue(broker, SESSION, "b", "fan", "")
+    # The producer saw no answer: it stages the batch again and commits.
+    again = batches.stage("/", "p", 4, [Message("fan", "", b"m1"), Message("fan", "", b"m2")])
+    outcome = await batches.commit("/", "p", 4, [again])
+    assert not outcome.duplicate
+    assert bodies(broker, "a") == [b"m1", b"m2"]  # not twice
+    assert bodies(broker, "b") == [b"m1", b"m2"]  # finished
+    record = broker.state.producer("/", "p")
+    assert record is not None and record.pending == ()
+    assert (await batches.commit("/", "p", 4, [again])).duplicate
+    await broker.close()
