@@ -22,6 +22,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from api.client.errors import ResourceLocked
 from connectors.spark.broker_http import BrokerHttp
 from connectors.spark.outgoing_rows import ColumnKinds, batch_messages, parts
 from connectors.spark.sink_options import SinkOptions
@@ -46,9 +47,25 @@ def stage(options: SinkOptions, producer: str, seq: int, batches: Iterator[pa.Re
 
     with BrokerHttp(options.connection) as http:
         for group in parts(messages(), options.messages_per_part, options.bytes_per_part):
-            staged.parts.append(http.stage_part(producer, seq, options.exchange, group))
+            try:
+                staged.parts.append(http.stage_part(producer, seq, options.exchange, group))
+            except ResourceLocked:
+                # The broker refuses to stage into a committed batch: Spark is re-running a
+                # batch whose commit reached the broker before the query stopped. Its rows
+                # are published already; the driver's commit will find nothing to add.
+                if committed_before(http, producer, seq):
+                    return StagedParts([], 0)
+                raise
             staged.rows += len(group)
     return staged
+
+
+def committed_before(http: BrokerHttp, producer: str, seq: int) -> bool:
+    view = http.producer(producer)
+    if view is None:
+        return False
+    last = view.get("last_committed_seq")
+    return seq in (view.get("committed_seqs") or []) or (last is not None and seq < int(last))
 
 
 def commit(options: SinkOptions, producer: str, seq: int,
