@@ -43,6 +43,7 @@ from logbroker.publishing import Publisher
 from logbroker.queue.queue_endpoint import RemoteQueueEndpoint, RemoteQueues
 from logbroker.queue.queue_settings import settings_from
 from logbroker.queue.queue_shell import QueueSettings, QueueShell, ReplicaSetup
+from logbroker.queue.replay_view import ReplayView
 from logbroker.replica_roles import QueueReplicas, ReplicaRoles
 from logbroker.resource_alarms import (
     ResourceAlarms,
@@ -180,6 +181,20 @@ class Broker(BrokerAccess):
             await self.roles.moved(vhost, name, MOVE_WAIT_S)
             endpoint = self.endpoint(vhost, name)
         return endpoint
+
+    def replay_view(self, vhost: str, name: str) -> ReplayView | None:
+        """Where a replay of the queue is served on this node: its shell if the queue is
+        led here, else this node's copy if the metadata counts it in sync and it has
+        heard a high watermark (fetch from follower, `follower_view`); None: neither
+        (the caller sends the reader to the leader)."""
+        shell = self._queues.get((vhost, name))
+        if shell is not None:
+            return shell
+        record = self.state.queue(vhost, name)
+        if (record is None or self.roles is None
+                or self.config.node_name not in record.in_sync):
+            return None
+        return self.roles.replicas.view(vhost, name)
 
     def queues_of(self, vhost: str) -> list[QueueShell]:
         return [shell for (v, _), shell in self._queues.items() if v == vhost]

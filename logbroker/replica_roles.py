@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from logbroker.errors import BrokerError
 from logbroker.metadata import ElectQueueLeader, QueueRecord
+from logbroker.queue.replay_view import ReplayView
 from logbroker.queue.replica_setup import StaleEpochError
 from replication.queue.epoch_history import EpochHistory, EpochHistoryError
 
@@ -56,6 +57,10 @@ class QueueReplicas(Protocol):
     async def stop(self, vhost: str, name: str) -> int | None: ...
 
     async def forget(self, vhost: str, name: str) -> None: ...
+
+    def view(self, vhost: str, name: str) -> ReplayView | None:
+        """This node's follower copy as a replay source (None: none readable)."""
+        ...
 
 
 class ReplicaRoles:

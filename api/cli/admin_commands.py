@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from api.cli.options import UsageError, json_object, key_values
-from api.cli.tables import format_table, render
+from api.cli.tables import format_table, group_rows, render
 from api.client import Client
 
 
@@ -67,8 +67,12 @@ def purge(client: Client, args: argparse.Namespace) -> int:
 
 
 def list_objects(client: Client, args: argparse.Namespace) -> int:
-    lister = getattr(client, f"list_{args.kind}")
-    rows = lister(all_vhosts=args.all_vhosts)
+    if args.kind == "groups":
+        groups = client.list_consumer_groups(all_vhosts=args.all_vhosts)
+        # JSON keeps the API's shape (a group with its queues); the table a row per queue.
+        rows = groups if args.format == "json" else group_rows(groups)
+    else:
+        rows = getattr(client, f"list_{args.kind}")(all_vhosts=args.all_vhosts)
     print(render(args.kind, rows, with_vhost=args.all_vhosts, output_format=args.format))
     return 0
 

@@ -43,8 +43,22 @@ COLUMNS: dict[str, list[Column]] = {
     "policies": [("name", field("name")), ("pattern", field("pattern")),
                  ("apply_to", field("apply-to")), ("priority", field("priority")),
                  ("definition", field("definition"))],
+    # One row per (group, queue): `group_rows` flattens GET /api/consumer-groups.
+    "groups": [("group", field("group")), ("queue", field("queue")),
+               ("committed", field("committed_offset")), ("end", field("end_offset")),
+               ("lag", field("lag"))],
 }
 LIST_KINDS = tuple(COLUMNS)
+
+
+def group_rows(groups: Sequence[Row]) -> list[dict[str, Any]]:
+    """Consumer groups as table rows, one per queue (a group with none: one empty row)."""
+    rows: list[dict[str, Any]] = []
+    for group in groups:
+        base = {"vhost": group.get("vhost"), "group": group.get("name")}
+        queues = group.get("queues") or [{}]
+        rows.extend({**base, **queue} for queue in queues)
+    return rows
 
 
 def cell(value: Any) -> str:

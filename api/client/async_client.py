@@ -67,6 +67,12 @@ class AsyncClient(ClientBase):
                 response = await self._http.request(
                     call.method, node.base_url + call.path, params=call.params, json=call.body,
                     auth=node.auth)
+                leader = self._redirect(response, node)
+                if leader is not None:
+                    node = leader
+                    response = await self._http.request(
+                        call.method, leader.base_url + call.path, params=call.params,
+                        json=call.body, auth=leader.auth)
             except httpx.TransportError as error:
                 self._transport_failed(call, node, error, problems)
                 await asyncio.sleep(self._ring.pause_after(attempt))
@@ -185,6 +191,27 @@ class AsyncClient(ClientBase):
 
     async def import_definitions(self, document: Mapping[str, Any]) -> None:
         await self._send(calls.import_definitions(document))
+
+    # ---------------------------------------------------------------- consumer groups
+
+    async def commit_group_offsets(self, group: str, offsets: Mapping[str, int], *,
+                             vhost: str | None = None) -> None:
+        """Record the group's next offset per queue (merged into what it has; a lower
+        offset than stored is a reset)."""
+        await self._send(calls.commit_group_offsets(self._vhost(vhost), group, offsets))
+
+    async def consumer_group(self, group: str, *, vhost: str | None = None) -> dict[str, Any]:
+        """`{vhost, name, queues: [{queue, committed_offset, first_offset, end_offset,
+        lag}], lag}`; NotFound for an unknown group."""
+        return await self._send(calls.consumer_group(self._vhost(vhost), group))
+
+    async def list_consumer_groups(self, vhost: str | None = None, *, all_vhosts: bool = False
+                             ) -> Objects:
+        scope = None if all_vhosts else self._vhost(vhost)
+        return await self._send(calls.consumer_groups(scope))
+
+    async def delete_consumer_group(self, group: str, *, vhost: str | None = None) -> None:
+        await self._send(calls.delete_consumer_group(self._vhost(vhost), group))
 
     # ---------------------------------------------------------------- cluster
 

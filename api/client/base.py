@@ -8,12 +8,13 @@ from typing import Any
 import httpx
 
 from api.client.calls import MAX_BATCH, Call
-from api.client.errors import ConnectionFailed
+from api.client.errors import ConnectionFailed, InvalidUrl
 from api.client.messages import OutgoingMessage, Properties
-from api.client.urls import Node, NodeRing, parse_urls
+from api.client.urls import Node, NodeRing, parse_url, parse_urls
 from api.client.ws_connection import describe, unreachable
 
 CONNECT_TIMEOUT_S = 5.0
+LEADER_URL_HEADER = "X-Queue-Leader-Url"
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
@@ -51,6 +52,20 @@ class ClientBase:
                 f"lost the connection to {node} during {call.method} {call.path}; "
                 f"the outcome is unknown ({describe(error)})") from error
         self._ring.failed(node)
+
+    @staticmethod
+    def _redirect(response: httpx.Response, node: Node) -> Node | None:
+        """The queue's leader node, when `node` answered 421 naming it (a replay asked of
+        a node that has no readable copy of the queue); same credentials. Followed once
+        per request: a leader that moved again is found by the next request."""
+        url = response.headers.get(LEADER_URL_HEADER)
+        if response.status_code != 421 or not url:
+            return None
+        try:
+            target = parse_url(url)
+        except InvalidUrl:
+            return None
+        return Node(target.base_url, node.user, node.password)
 
     @staticmethod
     def _unreachable(problems: list[str]) -> ConnectionFailed:

@@ -197,6 +197,29 @@ def import_definitions(document: Mapping[str, Any]) -> Call[None]:
     return Call("POST", "/api/definitions", _nothing, dict(document))  # additive: idempotent
 
 
+# ------------------------------------------------------------------- consumer groups
+
+def _group_path(vhost: str, group: str) -> str:
+    return f"/api/consumer-groups/{segment(vhost)}/{segment(group)}"
+
+
+def commit_group_offsets(vhost: str, group: str, offsets: Mapping[str, int]) -> Call[None]:
+    """PUT the group's next offsets (merged; absolute values, so a retry is harmless)."""
+    return Call("PUT", _group_path(vhost, group), _nothing, {"offsets": dict(offsets)})
+
+
+def consumer_group(vhost: str, group: str) -> Call[dict[str, Any]]:
+    return Call("GET", _group_path(vhost, group), _object)
+
+
+def consumer_groups(vhost: str | None) -> Call[list[dict[str, Any]]]:
+    return Call("GET", _scoped("consumer-groups", vhost), _objects)
+
+
+def delete_consumer_group(vhost: str, group: str) -> Call[None]:
+    return Call("DELETE", _group_path(vhost, group), _nothing)
+
+
 # ------------------------------------------------------------------- cluster
 
 def cluster_status() -> Call[dict[str, Any]]:

@@ -12,6 +12,7 @@ from api.http.routes import (
     access,
     bindings,
     cluster,
+    consumer_groups,
     data_plane,
     definitions,
     exchanges,
@@ -39,7 +40,8 @@ def create_app(context: ApiContext) -> FastAPI:
     install_error_handlers(app)
     for module in (overview, cluster, access, exchanges, queues, queue_actions, bindings,
                    policies,
-                   definitions, data_plane, producers, replay, metrics, websocket):
+                   definitions, data_plane, producers, replay, consumer_groups, metrics,
+                   websocket):
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=context.max_body_bytes)
     app.add_middleware(EncodedSlashMiddleware)

@@ -17,8 +17,10 @@ The copy then uses about half of what the two nodes can give it, and the
 queue's publishers keep the rest: RabbitMQ paces a mirror's sync in batches
 (`ha-sync-batch-size`), Kafka throttles catching-up replicas with quotas.
 
-Nothing here serves clients. Promotion closes the replica (`stop`) and the
-broker opens the queue shell on the same directory.
+Clients read a copy only through `view` (replay served by an in-sync
+follower, up to the high watermark it heard: `follower_view`). Promotion
+closes the replica (`stop`) and the broker opens the queue shell on the same
+directory.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import time
 from typing import TYPE_CHECKING
 
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.follower_view import FollowerView
 from logbroker.errors import BrokerError
 from replication.queue.epoch_history import EpochHistory
 from replication.queue.follower_replica import FollowerReplica
@@ -107,6 +110,15 @@ class QueueFollowers:
         if replica is None or replica.closed:
             return None
         return replica.next_offset, replica.last_epoch
+
+    def view(self, vhost: str, name: str) -> FollowerView | None:
+        """This node's copy as a replay source, or None: not following it, or no high
+        watermark heard since the copy was opened (a restart), so nothing is known to
+        be committed."""
+        replica = self._replicas.get((vhost, name))
+        if replica is None or replica.closed or replica.high_watermark is None:
+            return None
+        return FollowerView(replica, replica.high_watermark)
 
     def lag_of(self, vhost: str, name: str) -> FollowerReplica | None:
         return self._replicas.get((vhost, name))

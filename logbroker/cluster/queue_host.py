@@ -9,7 +9,7 @@ the client's operations to the queue's leader node (B, this module):
   tells A with `q.flow`, see remote_flow.py);
 - `q.consume` registers a consumer on the local shell whose sink is a
   `ForwardedSink`: one per (node A, A's channel), so per-channel prefetch and
-  channel-wide credit keep working; `q.get`, `q.counts`, `q.purge`;
+  channel-wide credit keep working; `q.get`, `q.counts` (with the log's range), `q.purge`;
 - notices `q.settle` (ack / reject by offset), `q.return` (deliveries A
   buffered that never reached its client; `gone`: A has no such consumer, so
   it is removed here first), `q.cancel`, `q.channel_closed`
@@ -236,8 +236,10 @@ class QueueHost:
     async def _counts(self, peer: str, envelope: Envelope) -> Envelope:
         await self._caught_up(envelope.header)
         shell = await self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
+        # `first` / `end`: the log's retained range, for consumer groups' lag elsewhere.
         return Envelope("ok", {"messages": shell.core.message_count,
-                               "consumers": shell.core.consumer_count})
+                               "consumers": shell.core.consumer_count,
+                               "first": shell.log_start_offset, "end": shell.readable_end})
 
     async def _purge(self, peer: str, envelope: Envelope) -> Envelope:
         await self._caught_up(envelope.header)

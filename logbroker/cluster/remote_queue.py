@@ -154,6 +154,10 @@ class RemoteQueue:
         answer = await self._registry.call(self._node, "q.counts", self._header())
         return int(answer.header["messages"]), int(answer.header["consumers"])
 
+    async def offsets(self) -> tuple[int, int]:
+        answer = await self._registry.call(self._node, "q.counts", self._header())
+        return int(answer.header["first"]), int(answer.header["end"])
+
     async def purge(self) -> int:
         answer = await self._registry.call(self._node, "q.purge", self._header())
         return int(answer.header["count"])

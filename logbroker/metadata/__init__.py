@@ -1,7 +1,8 @@
 """The broker's metadata: a log of commands applied by a pure state machine.
 
 Vhosts, users, permissions, exchanges, bindings, queues (with their placement
-on the cluster's nodes), policies and the cluster's nodes change
+on the cluster's nodes), policies, consumer groups' committed offsets and the
+cluster's nodes change
 only through `Command`s. `MetadataState.apply` checks a command the way
 RabbitMQ checks the AMQP method or management call behind it (raising
 `MetadataError` with RabbitMQ's reply code and text) and returns the events
@@ -17,9 +18,11 @@ from logbroker.metadata.commands import (
     ClearPermissions,
     Command,
     CommandDecodeError,
+    CommitGroupOffsets,
     CommitProducerBatch,
     DeclareExchange,
     DeclareQueue,
+    DeleteConsumerGroup,
     DeleteExchange,
     DeletePolicy,
     DeleteQueue,
@@ -47,9 +50,11 @@ from logbroker.metadata.events import (
     ClusterNodeAdded,
     ClusterNodeRemoved,
     ClusterNodeUpdated,
+    ConsumerGroupDeleted,
     Event,
     ExchangeDeclared,
     ExchangeDeleted,
+    GroupOffsetsCommitted,
     NodeLivenessChanged,
     PermissionsCleared,
     PermissionsSet,
@@ -82,6 +87,7 @@ from logbroker.metadata.policies import (
 )
 from logbroker.metadata.records import (
     ClusterNodeRecord,
+    ConsumerGroupRecord,
     ExchangeRecord,
     PermissionRecord,
     ProducerRecord,
@@ -114,9 +120,13 @@ __all__ = [
     "ClusterNodeUpdated",
     "Command",
     "CommandDecodeError",
+    "CommitGroupOffsets",
     "CommitProducerBatch",
+    "ConsumerGroupDeleted",
+    "ConsumerGroupRecord",
     "DeclareExchange",
     "DeclareQueue",
+    "DeleteConsumerGroup",
     "DeleteExchange",
     "DeletePolicy",
     "DeleteQueue",
@@ -127,6 +137,7 @@ __all__ = [
     "ExchangeDeclared",
     "ExchangeDeleted",
     "ExchangeRecord",
+    "GroupOffsetsCommitted",
     "MetadataCorruptError",
     "MetadataError",
     "MetadataState",

@@ -23,7 +23,10 @@ and replica set (`logbroker.queue_placement`, from its view of the cluster
 and its randomness) and records them in `DeclareQueue.leader_node` /
 `members`; the cluster's nodes and their liveness are recorded with
 `AddClusterNode` / `RemoveClusterNode` / `SetNodeLiveness`, and a failover
-moves a queue with `SetQueuePlacement` (see `cluster_commands`). Fields added
+moves a queue with `SetQueuePlacement` (see `cluster_commands`). Consumer
+groups' committed offsets (`CommitGroupOffsets`, `DeleteConsumerGroup`, see
+`group_commands`) travel the same log, so they are as durable and as
+replicated as any definition. Fields added
 later have defaults, so entries written before them still decode.
 """
 
@@ -266,12 +269,30 @@ class ProducerBatchApplied(_TableFields):
     seq: int
 
 
+@dataclass(frozen=True)
+class CommitGroupOffsets(_TableFields):
+    """Record consumer group `group`'s next offset per queue (`group_commands`).
+
+    Merged into what the group has: queues not named keep their offsets.
+    """
+
+    vhost: str
+    group: str
+    offsets: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeleteConsumerGroup(_TableFields):
+    vhost: str
+    group: str
+
+
 Command = (
     AddVhost | DeleteVhost | PutUser | DeleteUser | SetPermissions | ClearPermissions
     | DeclareExchange | DeleteExchange | Bind | Unbind | DeclareQueue | DeleteQueue
     | PutPolicy | DeletePolicy | AddClusterNode | RemoveClusterNode | SetNodeLiveness
     | SetQueuePlacement | SetQueueInSync | ElectQueueLeader | CommitProducerBatch
-    | ProducerBatchApplied
+    | ProducerBatchApplied | CommitGroupOffsets | DeleteConsumerGroup
 )  # fmt: skip
 
 COMMAND_TYPES: dict[str, type[Command]] = {

@@ -170,12 +170,28 @@ class ProducerChanged:
     producer: ProducerRecord | None
 
 
+@dataclass(frozen=True, slots=True)
+class GroupOffsetsCommitted:
+    """`offsets` is what the commit changed (queue -> new next offset)."""
+
+    vhost: str
+    group: str
+    offsets: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDeleted:
+    vhost: str
+    group: str
+
+
 Event = (
     VhostAdded | VhostUpdated | VhostDeleted | UserPut | UserDeleted | PermissionsSet
     | PermissionsCleared | ExchangeDeclared | ExchangeDeleted | QueueDeclared | QueueDeleted
     | BindingAdded | BindingRemoved | PolicyChanged | ClusterNodeAdded | ClusterNodeUpdated
     | ClusterNodeRemoved | NodeLivenessChanged | QueuePlacementChanged | QueueInSyncChanged
     | ProducerChanged
+    | GroupOffsetsCommitted | ConsumerGroupDeleted
 )  # fmt: skip
 
 

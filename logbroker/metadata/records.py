@@ -270,3 +270,29 @@ class ProducerRecord:
             tuple((int(seq), int(commit_ms)) for seq, commit_ms in data["pending"]),
             data["last_commit_ms"],
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRecord:
+    """A consumer group's committed positions: per queue, the next offset it will read.
+
+    Like Kafka's committed consumer-group offsets; `offsets` keeps commit order
+    (a queue keeps its place when committed again).
+    """
+
+    vhost: str
+    name: str
+    offsets: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "offsets", MappingProxyType(dict(self.offsets)))
+
+    def __hash__(self) -> int:
+        return hash((self.vhost, self.name))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "offsets": dict(self.offsets)}
+
+    @classmethod
+    def from_json(cls, vhost: str, data: Mapping[str, Any]) -> ConsumerGroupRecord:
+        return cls(vhost, data["name"], {str(q): int(o) for q, o in data["offsets"].items()})

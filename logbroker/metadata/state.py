@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from logbroker.metadata import access_commands as access
 from logbroker.metadata import cluster_commands as cluster
+from logbroker.metadata import group_commands as groups
 from logbroker.metadata import policy_commands as policy_cmds
 from logbroker.metadata import producer_commands as producers
 from logbroker.metadata import replica_commands as replica
@@ -40,6 +41,7 @@ from logbroker.metadata.policies import (
 )
 from logbroker.metadata.records import (
     ClusterNodeRecord,
+    ConsumerGroupRecord,
     ExchangeRecord,
     PermissionRecord,
     ProducerRecord,
@@ -74,6 +76,8 @@ _PLANNERS: dict[str, _Planner] = {
     "ElectQueueLeader": replica.plan_elect_queue_leader,
     "CommitProducerBatch": producers.plan_commit_producer_batch,
     "ProducerBatchApplied": producers.plan_producer_batch_applied,
+    "CommitGroupOffsets": groups.plan_commit_group_offsets,
+    "DeleteConsumerGroup": groups.plan_delete_consumer_group,
 }
 
 
@@ -170,6 +174,14 @@ class MetadataState:
     def bindings_to(self, vhost: str, destination: Destination) -> tuple[Binding, ...]:
         data = self._data.vhosts.get(vhost)
         return data.bindings.to_destination(destination) if data is not None else ()
+
+    def consumer_groups(self, vhost: str) -> tuple[ConsumerGroupRecord, ...]:
+        data = self._data.vhosts.get(vhost)
+        return tuple(data.groups.values()) if data is not None else ()
+
+    def consumer_group(self, vhost: str, name: str) -> ConsumerGroupRecord | None:
+        data = self._data.vhosts.get(vhost)
+        return data.groups.get(name) if data is not None else None
 
     def policies(self, vhost: str) -> tuple[Policy, ...]:
         data = self._data.vhosts.get(vhost)

@@ -18,6 +18,7 @@ from logbroker.metadata.errors import no_user, no_vhost
 from logbroker.metadata.policies import Policy
 from logbroker.metadata.records import (
     ClusterNodeRecord,
+    ConsumerGroupRecord,
     ExchangeRecord,
     PermissionRecord,
     ProducerRecord,
@@ -39,6 +40,7 @@ class VhostData:
     bindings: BindingTable = field(default_factory=BindingTable)
     policies: dict[str, Policy] = field(default_factory=dict)
     producers: dict[str, ProducerRecord] = field(default_factory=dict)
+    groups: dict[str, ConsumerGroupRecord] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -91,6 +93,7 @@ def _vhost_to_json(vhost: VhostData) -> dict[str, Any]:
         "bindings": [binding_to_json(binding) for binding in vhost.bindings],
         "policies": [policy.to_json() for policy in vhost.policies.values()],
         "producers": [record.to_json() for record in vhost.producers.values()],
+        "groups": [group.to_json() for group in vhost.groups.values()],
     }
 
 
@@ -111,6 +114,9 @@ def _vhost_from_json(data: Mapping[str, Any]) -> VhostData:
     for item in data.get("producers", ()):  # absent in snapshots before producer batches
         producer = ProducerRecord.from_json(name, item)
         vhost.producers[producer.name] = producer
+    for item in data.get("groups", ()):  # absent in snapshots before consumer groups
+        group = ConsumerGroupRecord.from_json(name, item)
+        vhost.groups[group.name] = group
     return vhost
 
 

@@ -23,7 +23,8 @@ Check order follows `rabbit_channel`:
   Unbinding what is not bound is fine.
 
 Cascades (`rabbit_binding` / `rabbit_exchange:maybe_auto_delete`): deleting a
-queue removes the bindings to it; deleting an exchange removes the bindings
+queue removes the bindings to it and its entry in every consumer group
+(`group_commands`); deleting an exchange removes the bindings
 from and to it; a source exchange declared auto-delete is deleted when it
 loses its last binding, which may cascade further.
 """
@@ -60,6 +61,7 @@ from logbroker.metadata.events import (
     QueueDeclared,
     QueueDeleted,
 )
+from logbroker.metadata.group_commands import drop_queue_from_groups
 from logbroker.metadata.queue_arguments import (
     validate_exchange_arguments,
     validate_queue_arguments,
@@ -207,6 +209,7 @@ def delete_queue(vhost: VhostData, name: str) -> list[Event]:
     for binding in removed:
         vhost.bindings.remove(binding)
     del vhost.queues[name]
+    drop_queue_from_groups(vhost, name)
     return [QueueDeleted(vhost.name, name, removed), *_auto_delete_sources(vhost, removed)]
 
 

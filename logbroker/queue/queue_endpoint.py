@@ -57,6 +57,10 @@ class RemoteQueueEndpoint(QueueEndpoint, Protocol):
         """(ready messages, consumers)."""
         ...
 
+    async def offsets(self) -> tuple[int, int]:
+        """(log start, readable end) as the leader has them."""
+        ...
+
     async def purge(self) -> int: ...
 
 

@@ -57,7 +57,7 @@ from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
 from segments.group_commit import GroupCommitter
 from segments.log import AppendResult, Log
-from segments.record_batch import LogRecord, Record
+from segments.record_batch import LogRecord, Record, RecordBatch
 
 __all__ = ["DeliverySink", "QueueSettings", "QueueShell", "ReplicaSetup"]
 logger = logging.getLogger(__name__)
@@ -328,6 +328,17 @@ class QueueShell(QueueAppends):
         if offset >= end:
             return []
         return [r for r in self.log.read(offset, max_bytes) if r.offset < end]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    def read_batches(self, offset: int, max_bytes: int) -> list[RecordBatch]:
+        """The log's stored batches from the one holding `offset` (see `ReplayView`)."""
+        return self.log.read_batches(offset, max_bytes)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int:
+        return self.log.offset_for_timestamp(timestamp_ms)
 
     def _count_delivery(self, redelivered: bool) -> None:
         self.counters.delivered += 1

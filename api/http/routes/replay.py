@@ -3,7 +3,16 @@
 Like a Kafka fetch or a RabbitMQ stream consumer: the queue's consumers, acks
 and counts are untouched, and settled (acked) messages read back as long as
 the queue's retention keeps their segments. A page answers `next_offset`,
-where the next page starts; `end_offset` is where the log ends now.
+where the next page starts (never past `end_offset`); `end_offset` is where
+the log ends now, as the node serving the page knows it.
+
+Any node that holds the queue's leader or an in-sync follower copy serves
+the replay (`Broker.replay_view`, Kafka's fetch from follower): a follower
+up to the high watermark it heard, so no record is ever served before the
+in-sync set holds it. Any other node answers 421 with the leader's URL in
+`X-Queue-Leader-Url`. WebSocket replays (`ws_replay`) follow the queue's new
+records as they are appended, which only the leader sees: they stay on the
+leader (`replay_shell`).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from api.http.http_errors import ApiError
 from api.http.message_codec import RecordEncoder
 from api.http.path_names import path_name
 from logbroker.queue.queue_shell import QueueShell
+from logbroker.queue.replay_view import ReplayView
 
 router = APIRouter(tags=["replay"])
 Context = Depends(api_context)
@@ -27,40 +37,59 @@ MAX_PAGE_BYTES = 16 << 20
 MAX_PAGE_MESSAGES = 100_000
 
 
+def _elsewhere(ctx: ApiContext, vhost: str, queue: str) -> ApiError:
+    """421 naming the queue's leader node and its URL, or 404 for an unknown queue."""
+    record = ctx.broker.state.queue(vhost, queue)
+    leader = record.leader_node if record is not None else None
+    node = ctx.broker.state.cluster_node(leader) if leader is not None else None
+    if node is not None:
+        url = f"http://{node.host}:{node.http_port}"
+        return ApiError(421, f"queue '{queue}' in vhost '{vhost}' is led by node "
+                        f"'{leader}': replay it at {url}", headers={"X-Queue-Leader-Url": url})
+    return ApiError(404, f"no queue '{queue}' in vhost '{vhost}'")
+
+
+def replay_view(ctx: ApiContext, who: Principal, vhost: str, queue: str) -> ReplayView:
+    """The queue's log here: its leader's shell or an in-sync follower's copy."""
+    who_session = session(ctx, who, vhost)
+    ctx.broker.check(who_session, "queue", queue, "read")
+    view = ctx.broker.replay_view(vhost, queue)
+    if view is None:
+        raise _elsewhere(ctx, vhost, queue)
+    return view
+
+
 def replay_shell(ctx: ApiContext, who: Principal, vhost: str, queue: str) -> QueueShell:
+    """The queue's shell, for a replay that follows new records (leader only)."""
     who_session = session(ctx, who, vhost)
     ctx.broker.check(who_session, "queue", queue, "read")
     shell = ctx.broker.queue(vhost, queue)
     if shell is None:
-        record = ctx.broker.state.queue(vhost, queue)
-        leader = record.leader_node if record is not None else None
-        node = ctx.broker.state.cluster_node(leader) if leader is not None else None
-        if node is not None:
-            # The log lives on the leader node only; replay it there.
-            url = f"http://{node.host}:{node.http_port}"
-            raise ApiError(421, f"queue '{queue}' in vhost '{vhost}' is led by node "
-                           f"'{leader}': replay it at {url}", headers={"X-Queue-Leader-Url": url})
-        raise ApiError(404, f"no queue '{queue}' in vhost '{vhost}'")
+        raise _elsewhere(ctx, vhost, queue)
     return shell
 
 
-def start_offset(shell: QueueShell, from_offset: int | None, from_timestamp: int | None) -> int:
+def start_offset(view: ReplayView, from_offset: int | None, from_timestamp: int | None) -> int:
+    """Where the page starts: in [log start, readable end], so an offset past the end
+    answers `next_offset == end_offset` (an empty page), never a position beyond it."""
     if from_offset is not None and from_timestamp is not None:
         raise ApiError(400, "give from_offset or from_timestamp, not both", "from_timestamp")
     if from_timestamp is not None:
-        return shell.log.offset_for_timestamp(from_timestamp)
-    return max(from_offset or 0, shell.log.log_start_offset)
+        found = view.offset_for_timestamp(from_timestamp)
+    else:
+        found = max(from_offset or 0, view.log_start_offset)
+    return min(found, max(view.readable_end, view.log_start_offset))
 
 
-def read_page(shell: QueueShell, offset: int, to_offset: int | None, max_messages: int,
+def read_page(view: ReplayView, offset: int, to_offset: int | None, max_messages: int,
               max_bytes: int, encoding: str) -> tuple[list[dict[str, Any]], int]:
     """Up to `max_messages` / about `max_bytes` of records from `offset`: (records, next)."""
-    end = shell.readable_end if to_offset is None else min(to_offset, shell.readable_end)
+    end = view.readable_end if to_offset is None else min(to_offset, view.readable_end)
     out: list[dict[str, Any]] = []
     to_json = RecordEncoder(encoding)
     size = 0
     while offset < end and len(out) < max_messages and size < max_bytes:
-        records = shell.read_log(offset, max_bytes - size)
+        records = view.read_log(offset, max_bytes - size)
         if not records:
             break
         for record in records:
@@ -88,21 +117,21 @@ async def replay(vhost: str, name: str, ctx: ApiContext = Context, who: Principa
            format: str = Query("json", pattern="^(json|batches)$",
                                description="batches: the log's record batches, binary")
            ) -> Response:
-    shell = replay_shell(ctx, who, path_name(vhost), path_name(name))
-    offset = start_offset(shell, from_offset, from_timestamp)
+    view = replay_view(ctx, who, path_name(vhost), path_name(name))
+    offset = start_offset(view, from_offset, from_timestamp)
     if format == "batches":
-        return batches_page(shell, offset, to_offset, max_bytes)
-    messages, next_offset = read_page(shell, offset, to_offset, max_messages, max_bytes,
+        return batches_page(view, offset, to_offset, max_bytes)
+    messages, next_offset = read_page(view, offset, to_offset, max_messages, max_bytes,
                                       encoding)
     return JSONResponse({"messages": messages, "next_offset": next_offset,
-                         "first_offset": shell.log.log_start_offset,
-                         "end_offset": shell.readable_end})
+                         "first_offset": view.log_start_offset,
+                         "end_offset": view.readable_end})
 
 
 BATCHES_MEDIA_TYPE = "application/vnd.logbroker.record-batches"
 
 
-def batches_page(shell: QueueShell, offset: int, to_offset: int | None, max_bytes: int
+def batches_page(view: ReplayView, offset: int, to_offset: int | None, max_bytes: int
                  ) -> Response:
     """The stored record batches holding [offset, end), as they are on disk (CRC included).
 
@@ -110,12 +139,12 @@ def batches_page(shell: QueueShell, offset: int, to_offset: int | None, max_byte
     batch may start before `offset` and the last run past the end; the client
     keeps the records in [X-From-Offset, X-Next-Offset).
     """
-    end = shell.readable_end if to_offset is None else min(to_offset, shell.readable_end)
+    end = view.readable_end if to_offset is None else min(to_offset, view.readable_end)
     chunks: list[bytes] = []
     next_offset = offset
     if offset < end:
-        for batch in shell.log.read_batches(offset, max_bytes):
-            if batch.next_offset > shell.readable_end:
+        for batch in view.read_batches(offset, max_bytes):
+            if batch.next_offset > view.readable_end:
                 break  # not all of it is readable yet
             chunks.append(batch.data)
             next_offset = min(batch.next_offset, end)
@@ -123,5 +152,5 @@ def batches_page(shell: QueueShell, offset: int, to_offset: int | None, max_byte
                 break
     return Response(b"".join(chunks), media_type=BATCHES_MEDIA_TYPE, headers={
         "X-From-Offset": str(offset), "X-Next-Offset": str(next_offset),
-        "X-First-Offset": str(shell.log.log_start_offset),
-        "X-End-Offset": str(shell.readable_end)})
+        "X-First-Offset": str(view.log_start_offset),
+        "X-End-Offset": str(view.readable_end)})

@@ -66,6 +66,19 @@ def test_declare_and_list_queues_as_a_table(broker: BrokerProcess) -> None:
     assert row[1:4] == ["0", "0", "0"]
 
 
+def test_list_groups_shows_a_row_per_queue_with_lag(broker: BrokerProcess,
+                                                     http: httpx.Client) -> None:
+    publish(http, "cli.grouped", "a", "b", "c")
+    http.put("/api/consumer-groups/%2F/cli-query",
+             json={"offsets": {"cli.grouped": 1}}).raise_for_status()
+    lines = ok(broker, "list", "groups").splitlines()
+    assert lines[0].split() == ["group", "queue", "committed", "end", "lag"]
+    assert ["cli-query", "cli.grouped", "1", "3", "2"] in [line.split() for line in lines]
+    document = json.loads(ok(broker, "list", "groups", "--format", "json"))
+    assert {"name": "cli-query", "vhost": "/", "lag": 2}.items() <= next(
+        group for group in document if group["name"] == "cli-query").items()
+
+
 def test_publish_from_arguments_stdin_and_a_file_all_confirmed(
         broker: BrokerProcess, tmp_path: Path) -> None:
     ok(broker, "declare", "queue", "cli.pub")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import httpx
@@ -94,3 +95,48 @@ async def test_async_client_fails_over_the_same_way() -> None:
     assert [(s.url, s.up) for s in statuses] == [("http://a:1", False), ("http://b:2", False),
                                                  ("http://c:3", True)]
     assert [entry.split()[0] for entry in log] == ["a", "b", "c", "a", "b", "c"]
+
+
+def _replay_led_by_c(log: list[str]) -> Handler:
+    """Node a has no copy of queue rq: it answers 421 naming c, which serves the page."""
+    def handle(request: httpx.Request) -> httpx.Response:
+        log.append(f"{request.url.host}:{request.url.port} {request.headers['authorization']}")
+        if request.url.host == "a":
+            return httpx.Response(421, headers={"X-Queue-Leader-Url": "http://c:3"}, json={
+                "error": "error", "reason": "queue 'rq' in vhost '/' is led by node 'n3'"})
+        return httpx.Response(200, json={
+            "messages": [{"offset": 0, "timestamp": 1, "exchange": "", "routing_key": "rq",
+                          "properties": {}, "payload": "hi", "payload_encoding": "string"}],
+            "next_offset": 1, "first_offset": 0, "end_offset": 1})
+    return handle
+
+
+def test_a_replay_follows_421_to_the_queue_leader_with_the_same_credentials() -> None:
+    log: list[str] = []
+    with client(_replay_led_by_c(log)) as c:
+        records = list(c.replay("rq", from_offset=0))
+    assert [record.body for record in records] == [b"hi"]
+    assert log == ["a:1 Basic Z3Vlc3Q6Z3Vlc3Q=", "c:3 Basic Z3Vlc3Q6Z3Vlc3Q="]
+
+
+def test_the_async_replay_follows_421_too() -> None:
+    log: list[str] = []
+
+    async def run() -> list[bytes]:
+        async with AsyncClient(URLS, transport=httpx.MockTransport(_replay_led_by_c(log)),
+                               backoff_s=0.0) as c:
+            return [record.body async for record in c.replay("rq", from_offset=0)]
+    assert asyncio.run(run()) == [b"hi"]
+    assert [entry.split()[0] for entry in log] == ["a:1", "c:3"]
+
+
+def test_a_421_is_followed_once_only() -> None:
+    log: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        log.append(str(request.url.host))
+        return httpx.Response(421, headers={"X-Queue-Leader-Url": "http://b:2"},
+                              json={"error": "error", "reason": "led elsewhere"})
+    with client(handle) as c, pytest.raises(Exception, match="led elsewhere"):
+        list(c.replay("rq", from_offset=0))
+    assert log == ["a", "b"]

@@ -10,9 +10,11 @@ from logbroker.metadata import (
     Bind,
     ClearPermissions,
     Command,
+    CommitGroupOffsets,
     CommitProducerBatch,
     DeclareExchange,
     DeclareQueue,
+    DeleteConsumerGroup,
     DeleteExchange,
     DeletePolicy,
     DeleteQueue,
@@ -72,6 +74,8 @@ declare_queues = st.tuples(
 set_placements = st.tuples(vhosts, queues, placements).map(
     lambda t: SetQueuePlacement(t[0], t[1], t[2][0] or "", t[2][1])
 )
+groups = st.sampled_from(["g1", "g2", ""])
+group_offsets = st.dictionaries(queues, st.sampled_from([0, 3, 7, -1, True]), max_size=2)
 commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(AddVhost, st.just("v")),
     st.builds(DeleteVhost, st.just("v")),
@@ -107,6 +111,9 @@ commands: st.SearchStrategy[Command] = st.one_of(
               st.booleans()),
     st.builds(CommitProducerBatch, vhosts, producers, st.integers(-1, 4), st.integers(0, 9)),
     st.builds(ProducerBatchApplied, vhosts, producers, st.integers(0, 4)),
+    st.builds(CommitGroupOffsets, vhosts, groups, group_offsets),
+    st.builds(CommitGroupOffsets, vhosts, groups, group_offsets),
+    st.builds(DeleteConsumerGroup, vhosts, groups),
 )  # fmt: skip
 
 # A starting topology, so random commands meet existing objects and cascades.

@@ -116,6 +116,7 @@ def test_every_command_type_is_covered() -> None:
         "DeclareQueue", "DeleteQueue", "PutPolicy", "DeletePolicy", "AddClusterNode",
         "RemoveClusterNode", "SetNodeLiveness", "SetQueuePlacement", "SetQueueInSync",
         "ElectQueueLeader", "CommitProducerBatch", "ProducerBatchApplied",
+        "CommitGroupOffsets", "DeleteConsumerGroup",
     }  # fmt: skip
 
 

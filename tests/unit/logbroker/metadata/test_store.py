@@ -13,8 +13,10 @@ from logbroker.metadata import (
     AddVhost,
     Bind,
     Command,
+    CommitGroupOffsets,
     DeclareExchange,
     DeclareQueue,
+    DeleteConsumerGroup,
     DeleteExchange,
     DeletePolicy,
     DeleteQueue,
@@ -257,3 +259,19 @@ def test_a_full_disk_stops_the_store_without_losing_anything() -> None:
     fs.set_capacity(None)
     fs.crash_losing_all_unsynced()
     assert open_store(fs).state.snapshot() == model.snapshot()
+
+
+def test_consumer_groups_survive_a_reopen_from_the_log_and_from_a_snapshot() -> None:
+    for snapshot_every in (1000, 2):
+        fs = MemoryFileSystem()
+        store = open_store(fs, config(snapshot_every=snapshot_every))
+        store.apply(DeclareQueue("/", "q1"))
+        store.apply(CommitGroupOffsets("/", "spark", {"q1": 42}))
+        store.apply(CommitGroupOffsets("/", "other", {"q1": 1}))
+        store.apply(DeleteConsumerGroup("/", "other"))
+        store.close()
+        reopened = open_store(fs, config(snapshot_every=snapshot_every))
+        group = reopened.state.consumer_group("/", "spark")
+        assert group is not None and dict(group.offsets) == {"q1": 42}
+        assert reopened.state.consumer_group("/", "other") is None
+        reopened.close()
