@@ -192,3 +192,34 @@ def test_fail_on_data_loss_both_ways(spark: Any, broker: BrokerProcess, http: ht
     run_available_now(stream(spark, broker, queue="lossy", startingOffsets='{"lossy": 0}',
                              failOnDataLoss="false"), skipping, tmp_path / "skip")
     assert [offset for _, offset, _ in skipping.rows()] == list(range(first_kept, end))
+
+
+def test_consumer_group_commits_position_and_lag_and_a_new_query_starts_there(
+        spark: Any, broker: BrokerProcess, http: httpx.Client, tmp_path: Path) -> None:
+    declare(http, "grouped")
+    publish(http, "grouped", [f"g-{i}" for i in range(200)])
+    first = BatchCollector()
+    # Spark tells a source that a batch is done (commit(end)) when it plans a later batch
+    # with new data, so more is published while the query runs.
+    query = (stream(spark, broker, queue="grouped", startingOffsets="earliest",
+                    consumerGroup="etl").writeStream.foreachBatch(first)
+             .trigger(processingTime="200 milliseconds")
+             .option("checkpointLocation", str(tmp_path / "first")).start())
+    try:
+        wait_until(lambda: first.count() >= 200, "the first rows", 60)
+        publish(http, "grouped", [f"g-{i}" for i in range(200, 230)])
+        wait_until(lambda: http.get("/api/consumer-groups/%2F/etl").status_code == 200,
+                   "the group's first commit", 60)
+    finally:
+        query.stop()
+    publish(http, "grouped", [f"g-{i}" for i in range(230, 250)])
+    view = http.get("/api/consumer-groups/%2F/etl").json()
+    (entry,) = view["queues"]
+    committed = entry["committed_offset"]
+    assert entry["queue"] == "grouped" and committed in (200, 230)
+    assert entry["lag"] == view["lag"] == 250 - committed
+    # A new query (new checkpoint) starting from the group's position reads only the rest.
+    second = BatchCollector()
+    run_available_now(stream(spark, broker, queue="grouped", startingOffsets="group",
+                             consumerGroup="etl"), second, tmp_path / "second")
+    assert [offset for _, offset, _ in second.rows()] == list(range(committed, 250))
