@@ -1,0 +1,172 @@
+"""Spark connector benchmark: the source and the sink against the broker's own rates.
+
+`python bench/spark_bench.py [--messages N]` starts `logbroker serve` on free ports and
+a local[2] SparkSession, then prints one JSON line (progress on stderr):
+- ws_publish: N messages of `--body-bytes` published over the WebSocket with confirms
+  (api.client's publisher): the reference for the sink;
+- broker_replay: the queue read back through the REST replay (JSON pages, base64
+  bodies, decoded by the client): the reference for the source;
+- spark_source: a Trigger.AvailableNow read of the same queue into the `noop` sink;
+- spark_sink: a `df.write.format("logbroker")` of N rows of `--body-bytes`;
+and the ratios source/replay MB/s and sink/ws_publish rows/s (targets >= 0.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from api.client import Client, OutgoingMessage  # noqa: E402
+from bench.free_ports import free_port  # noqa: E402
+
+TARGET = 0.5
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def start_broker(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    http_port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(data_dir), "--host",
+         "127.0.0.1", "--amqp-port", str(free_port()), "--http-port", str(http_port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    url = f"http://127.0.0.1:{http_port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/api/overview", auth=("guest", "guest"), timeout=1).is_success:
+                return process, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError("the broker did not start")
+
+
+def ws_publish(url: str, queue: str, count: int, body: bytes) -> dict[str, Any]:
+    with Client(url) as client:
+        client.declare_queue(queue)
+        started = time.perf_counter()
+        with client.publisher(max_batch=1000, max_in_flight=8) as publisher:
+            for start in range(0, count, 10_000):
+                batch = [OutgoingMessage(queue, body) for _ in range(min(10_000, count - start))]
+                publisher.publish_many(batch)
+        seconds = time.perf_counter() - started
+    return {"rows": count, "seconds": seconds, "rows_s": count / seconds}
+
+
+def broker_replay(url: str, queue: str) -> dict[str, Any]:
+    payload = rows = 0
+    offset = 0
+    started = time.perf_counter()
+    with httpx.Client(base_url=url, auth=("guest", "guest"), timeout=60) as http:
+        while True:
+            page = json.loads(http.get(f"/api/queues/%2F/{queue}/messages", params={
+                "from_offset": offset, "max_messages": 100_000, "max_bytes": 8 << 20,
+                "encoding": "base64"}).content)
+            for message in page["messages"]:
+                payload += len(base64.b64decode(message["payload"]))
+            rows += len(page["messages"])
+            if page["next_offset"] >= page["end_offset"] or page["next_offset"] == offset:
+                break
+            offset = page["next_offset"]
+    seconds = time.perf_counter() - started
+    return {"rows": rows, "seconds": seconds, "mb_s": payload / seconds / 1e6}
+
+
+def spark_session() -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    from pyspark.sql import SparkSession
+
+    import connectors.spark
+    spark = (SparkSession.builder.master("local[2]").appName("spark-bench")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.driver.host", "127.0.0.1").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    connectors.spark.register(spark)
+    return spark
+
+
+def spark_source(spark: Any, url: str, queue: str, count: int, body_bytes: int,
+                 checkpoint: Path) -> dict[str, Any]:
+    started = time.perf_counter()
+    query = (spark.readStream.format("logbroker").option("brokers", url).option("queue", queue)
+             .option("startingOffsets", "earliest").load()
+             .writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    return {"rows": rows, "seconds": seconds, "rows_s": rows / seconds,
+            "mb_s": rows * body_bytes / seconds / 1e6}
+
+
+def spark_sink(spark: Any, url: str, queue: str, count: int, body_bytes: int
+               ) -> dict[str, Any]:
+    from pyspark.sql import functions
+    with Client(url) as client:
+        client.declare_queue(queue)
+    frame = spark.range(count, numPartitions=2).select(
+        functions.expr(f"repeat('x', {body_bytes})").cast("binary").alias("body"),
+        functions.lit(queue).alias("routing_key")).cache()
+    frame.count()  # build the rows before the clock starts: the sink is measured
+    started = time.perf_counter()
+    frame.write.format("logbroker").mode("append").option("brokers", url) \
+        .option("sinkId", "bench").save()
+    seconds = time.perf_counter() - started
+    return {"rows": count, "seconds": seconds, "rows_s": count / seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--body-bytes", type=int, default=1024)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="spark-bench-"))
+    broker, url = start_broker(workdir / "data")
+    try:
+        body = b"x" * args.body_bytes
+        log(f"publishing {args.messages} messages over the WebSocket")
+        publish = ws_publish(url, "bench-src", args.messages, body)
+        log("replaying through the broker's REST replay")
+        replay = broker_replay(url, "bench-src")
+        spark = spark_session()
+        log("reading with Spark (AvailableNow, noop sink)")
+        source = spark_source(spark, url, "bench-src", args.messages, args.body_bytes,
+                              workdir / "checkpoint")
+        log("writing with Spark")
+        sink = spark_sink(spark, url, "bench-dst", args.messages, args.body_bytes)
+        spark.stop()
+        print(json.dumps({
+            "bench": "spark", "messages": args.messages, "body_bytes": args.body_bytes,
+            "ws_publish": publish, "broker_replay": replay, "spark_source": source,
+            "spark_sink": sink,
+            "source_vs_replay_mb_s": source["mb_s"] / replay["mb_s"],
+            "sink_vs_ws_publish_rows_s": sink["rows_s"] / publish["rows_s"],
+            "target": TARGET}), flush=True)
+    finally:
+        broker.terminate()
+        broker.wait(30)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
