@@ -45,14 +45,18 @@ def revenue_windows(orders: DataFrame) -> DataFrame:
     parsed = (orders.select(F.from_json(F.col("body").cast("string"), ORDER).alias("o"))
               .select("o.*")
               .withColumn("ts", F.timestamp_millis("event_time"))
-              .withWatermark("ts", "5 seconds")
-              .where(F.col("customer") != "_tick"))
+              .withWatermark("ts", "5 seconds"))
+    # `_tick` rows only move the watermark. They are dropped by a condition on an
+    # aggregate: Spark pushes a filter on `customer` below the watermark, which then
+    # never sees them.
     totals = (parsed.groupBy(F.window("ts", "10 seconds"), "customer")
-              .agg(F.round(F.sum("amount"), 2).alias("revenue")))
+              .agg(F.round(F.sum("amount"), 2).alias("revenue"),
+                   F.count(F.when(F.col("customer") != "_tick", 1)).alias("orders"))
+              .where(F.col("orders") > 0))
     row = F.struct(
         F.unix_millis(F.col("window.start")).alias("window_start_ms"),
         F.unix_millis(F.col("window.end")).alias("window_end_ms"),
-        F.col("customer"), F.col("revenue"))
+        F.col("customer"), F.col("revenue"), F.col("orders"))
     return totals.select(
         F.to_json(row).alias("body"),
         F.concat(F.lit("revenue."), F.col("customer")).alias("routing_key"))
