@@ -58,6 +58,7 @@ from logbroker.metadata.events import (
     ClusterNodeRemoved,
     ClusterNodeUpdated,
     NodeLivenessChanged,
+    QueuePlacementChanged,
 )
 from logbroker.queue_placement import NodeView, PlacementError, locator_strategy, place_queue
 from replication.raft.driver import RaftDriver
@@ -308,6 +309,12 @@ class ClusterNode:
         for event in applied.events:
             if isinstance(event, NodeLivenessChanged) and not event.node.up:
                 self._follower_down(event.node.name)
+            elif isinstance(event, QueuePlacementChanged):
+                old, record = event.previous_leader, event.queue
+                if old not in (None, self.node_name, record.leader_node):
+                    # The old leader may be paused with its link still up: consumers
+                    # and publishes forwarded to it move now, not when the link breaks.
+                    self.remote_queues.leader_moved(record.vhost, record.name, old)
         if self.broker.roles is not None:
             self.broker.roles.catch_up()
         if any(isinstance(event, _PEER_EVENTS) for event in applied.events):
