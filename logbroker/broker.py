@@ -10,6 +10,7 @@ Who may connect and what they may do is `BrokerAccess` (logbroker/broker_access.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import os
@@ -73,6 +74,7 @@ class MetadataLog(Protocol):
 
 Proposer = Callable[[Command], Awaitable[object]]
 Placer = Callable[[str, str, Mapping[str, Any], bool], tuple[str, tuple[str, ...]]]
+DeliveryCheck = Callable[[str, str, int], bool]
 
 
 class Broker(BrokerAccess):
@@ -99,6 +101,9 @@ class Broker(BrokerAccess):
         self.roles: ReplicaRoles | None = None
         # Whether a login can be checked yet (a starting cluster node may know no users).
         self.definitions_loaded = DefinitionsLoaded(config.node_name, self._can_check_logins)
+        # Set by the cluster node: whether the leader of (vhost, queue, epoch) here may
+        # deliver now (its leader lease, logbroker.cluster.leader_lease).
+        self.may_deliver: DeliveryCheck | None = None
         self.publisher = Publisher(self.router, self.queue, lambda: self.remote)
         self.producer_batches = ProducerBatches(lambda: self.state, self.apply, self.publisher)
         self.connections = ConnectionRegistry()
@@ -372,6 +377,9 @@ class Broker(BrokerAccess):
                 high_watermark, sync_mode=_sync_mode(definition),
                 sync_batch_size=int(definition.get("ha-sync-batch-size", 4096)))
         shell = QueueShell.open(settings, self.fs, self.queue_directory(vhost, name), replica)
+        if shell.replication is not None and replica is not None and self.may_deliver:
+            shell.replication.lease = functools.partial(self.may_deliver, vhost, name,
+                                                        replica.epoch)
         shell.on_dead_letter = self.publisher.dead_letter
         shell.on_expired = self._queue_expired
         self._queues[(vhost, name)] = shell

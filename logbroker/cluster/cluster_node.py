@@ -13,6 +13,12 @@ addresses every `heartbeat_ms`; the controller turns what it hears into
 leader also bootstraps an empty metadata (the default vhost and user), once:
 the commands refuse to apply twice.
 
+Leader lease (`LeaderLease`, leader_lease.py): the replicated queues led here
+deliver only while this node has heard the Raft leader (or, as the Raft
+leader, a majority of the voters) within `lease_ms`, well below the time the
+controller takes to declare the node down; a lapsed lease comes back only
+after a read-index round trip (or a fresh quorum) started after the lapse.
+
 Membership (`ClusterMembership`): joining and removing nodes are Raft
 single-server configuration changes run by the leader; other nodes forward
 the request to it.
@@ -35,6 +41,7 @@ from logbroker.cluster.cluster_membership import ClusterMembership
 from logbroker.cluster.cluster_rpc import INTERNAL_ERROR, ClusterRpc
 from logbroker.cluster.cluster_settings import ClusterSettings
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.leader_lease import LeaderLease, quorum_heard_ms
 from logbroker.cluster.liveness import LivenessTracker, NodeAddress
 from logbroker.cluster.queue_failover import QueueFailover
 from logbroker.cluster.queue_followers import QueueFollowers
@@ -51,6 +58,7 @@ from logbroker.metadata.events import (
     ClusterNodeRemoved,
     ClusterNodeUpdated,
     NodeLivenessChanged,
+    QueuePlacementChanged,
 )
 from logbroker.queue_placement import NodeView, PlacementError, locator_strategy, place_queue
 from replication.raft.driver import RaftDriver
@@ -67,6 +75,12 @@ _PEER_EVENTS = (ClusterNodeAdded, ClusterNodeUpdated, ClusterNodeRemoved)
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _monotonic_ms() -> int:
+    """For the leader lease: a monotonic clock keeps counting while the process is
+    stopped, which is what a lease must see."""
+    return int(time.monotonic() * 1000)
 
 
 class ClusterNode:
@@ -103,6 +117,9 @@ class ClusterNode:
         # read index): this node's metadata is current once it has applied that much.
         self._confirmed_commit: int | None = None
         self._confirming = False
+        self.lease = LeaderLease(settings.lease_ms, _monotonic_ms())
+        self._voter_heard: dict[str, int] = {}  # as Raft leader: when each voter was heard
+        self._regaining = False
         self.rpc.on_notice("cluster.heartbeat", self._heard)
         self.rpc.handle("metadata.read_index", self._read_index)
 
@@ -130,6 +147,7 @@ class ClusterNode:
         broker = Broker(self.config, self.fs, self.metadata, proposer=self.metadata.propose)
         broker.remote = self.remote_queues
         broker.placer = self._place
+        broker.may_deliver = self._may_deliver
         broker.use_replicas(self.followers, self._metadata_current)
         self._broker = broker
         self.metadata.on_applied = self._applied
@@ -211,6 +229,7 @@ class ClusterNode:
             if message.source == self._driver.leader_id:
                 self._controller_heard_ms = _now_ms()
             self._driver.step(message)
+            self._lease_heard(message)
 
     def _peer_changed(self, peer: str, connected: bool) -> None:
         if connected:
@@ -290,6 +309,12 @@ class ClusterNode:
         for event in applied.events:
             if isinstance(event, NodeLivenessChanged) and not event.node.up:
                 self._follower_down(event.node.name)
+            elif isinstance(event, QueuePlacementChanged):
+                old, record = event.previous_leader, event.queue
+                if old not in (None, self.node_name, record.leader_node):
+                    # The old leader may be paused with its link still up: consumers
+                    # and publishes forwarded to it move now, not when the link breaks.
+                    self.remote_queues.leader_moved(record.vhost, record.name, old)
         if self.broker.roles is not None:
             self.broker.roles.catch_up()
         if any(isinstance(event, _PEER_EVENTS) for event in applied.events):
@@ -331,6 +356,7 @@ class ClusterNode:
 
     def _role_changed(self, soft: SoftState) -> None:
         self._controller_heard_ms = _now_ms()  # a new term: count the silence from now
+        self._voter_heard.clear()  # what voters said in an earlier term proves nothing now
         self._confirmed_commit = None  # ask the new leader, at once
         self._ask_read_index()
         if soft.role is not Role.LEADER:
@@ -368,6 +394,83 @@ class ClusterNode:
             elif not lost and gate.isolated is not None:
                 gate.rejoin()
 
+    # ---------------------------------------------------------- leader lease
+
+    def _lease_heard(self, message: Message) -> None:
+        """A Raft message was stepped: renew the lease if it came from the authority."""
+        driver = self.driver
+        now = _monotonic_ms()
+        if driver.is_leader:
+            # Only answers in the leader's own term count: a newer term has demoted us.
+            if message.term == driver.term and message.source in driver.membership.voters:
+                self._voter_heard[message.source] = now
+        elif message.source == driver.leader_id:
+            self.lease.renew(now)
+
+    def _may_deliver(self, vhost: str, name: str, epoch: int) -> bool:
+        """Whether this node's leader of `name` at `epoch` may deliver now: the metadata
+        still names it, and the lease holds (the clock is read now, at delivery)."""
+        record = self.metadata.state.queue(vhost, name)
+        if record is None or record.leader_node != self.node_name or record.epoch != epoch:
+            return False
+        return self._lease_valid()
+
+    def _lease_valid(self) -> bool:
+        lease = self.lease
+        now = _monotonic_ms()
+        driver = self._driver
+        if driver is not None and driver.is_leader:
+            voters = sorted(driver.membership.voters | {self.node_name})
+            quorum = quorum_heard_ms(voters, self.node_name, self._voter_heard, now)
+            if quorum is not None:
+                if lease.lapsed and lease.quorum_proves(quorum):
+                    self._lease_restored(now)
+                lease.renew(quorum)
+        was_lapsed = lease.lapsed
+        valid = lease.valid(now)
+        if not valid and not was_lapsed:
+            logger.warning("cluster node %s: leader lease lapsed (nothing heard from the "
+                           "%s for %d ms); replicated queues led here deliver nothing "
+                           "until the metadata is confirmed current", self.node_name,
+                           "voters" if driver is not None and driver.is_leader
+                           else "controller", now - lease.renewed_ms)
+        if lease.lapsed and not self._regaining:
+            self._regaining = True
+            self._spawn(self._regain_lease())
+        return valid
+
+    async def _regain_lease(self) -> None:
+        """Restore a lapsed lease once a read index asked after the lapse is applied
+        here (the Raft leader restores it from a fresh quorum in `_lease_valid`)."""
+        try:
+            while self.lease.lapsed:
+                driver = self.driver
+                leader = driver.leader_id
+                if leader is None or driver.is_leader:
+                    await asyncio.sleep(self.settings.raft_tick_s)
+                    self._lease_valid()  # the Raft leader's quorum check
+                    continue
+                started = _monotonic_ms()
+                try:
+                    answer = await self.rpc.call(leader, Envelope("metadata.read_index"),
+                                                 self.settings.lease_ms / 1000)
+                    await driver.wait_applied(int(answer.header["commit"]),
+                                              self.settings.proposal_timeout_s)
+                except (BrokerError, TimeoutError):
+                    await asyncio.sleep(self.settings.raft_tick_s)
+                    continue
+                if driver.leader_id == leader and self.lease.restore_proven_by(started):
+                    self._lease_restored(_monotonic_ms())
+        finally:
+            self._regaining = False
+
+    def _lease_restored(self, now_ms: int) -> None:
+        logger.info("cluster node %s: leader lease restored", self.node_name)
+        self.lease.restore(now_ms)
+        for shell in self.broker.all_queues():
+            if shell.replication is not None:
+                shell.schedule_pump()  # what waited for the lease
+
     def _check_liveness(self) -> None:
         """As controller: record nodes that went down or came back, and move the queues
         led by down nodes."""
@@ -402,6 +505,7 @@ class ClusterNode:
         driver = self.driver
         address = self.address()
         self._check_isolation()
+        self._lease_valid()  # notices a lapse even with nothing to deliver
         self._ask_read_index()
         if self.broker.roles is not None:
             self.broker.roles.catch_up()

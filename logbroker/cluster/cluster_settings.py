@@ -60,6 +60,11 @@ class ClusterSettings:
     heartbeat_ms: int = 500
     session_timeout_ms: int = 3000
     link_grace_ms: int = 500  # a broken link to a node: down after this, not the timeout
+    # A queue leader delivers only while it heard the controller (or, as the Raft
+    # leader, a quorum) this recently: well below the quickest the controller can
+    # declare it down (a silent link's timeout plus link_grace_ms; or the session
+    # timeout), so no new leader is elected while the old one may still deliver.
+    lease_ms: int = 1000
     proposal_timeout_s: float = 5.0
     raft_tick_s: float = 0.05
     default_locator: str = "client-local"

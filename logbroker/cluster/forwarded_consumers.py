@@ -159,6 +159,11 @@ class ForwardedConsumers:
         for key in [key for key in self._held if key[0] == node]:
             del self._held[key]
 
+    def queue_gone(self, node: str, vhost: str, queue: str) -> None:
+        """`node` no longer leads the queue: what its deliveries left held is void (the
+        new leader delivers those messages again)."""
+        self._held.pop((node, vhost, queue), None)
+
     def hand_out(self, consumer: ForwardedConsumer, now: float) -> tuple[int, list[Buffered]]:
         """Pass buffered deliveries to the client while it has room: how many went,
         and the expired ones met on the way (taken out, for X)."""

@@ -115,8 +115,9 @@ class ForwardedSink:
         # One envelope per queue and loop turn, appended to while nothing else is posted
         # to the node after it (which keeps the order of notices).
         envelope = self._open = Envelope("q.deliver", {
-            "q": queue, "ck": self.remote_key, "tag": [consumer_tag], "o": [offset],
-            "r": [redelivered], "x": [ttl_left_ms]}, [blob])
+            "q": queue, "ck": self.remote_key, "e": self.host.epoch_of(self, queue),
+            "tag": [consumer_tag], "o": [offset], "r": [redelivered], "x": [ttl_left_ms]},
+            [blob])
         rpc.post(self.node, envelope)
         # Let go of it once this turn's notices are sent (after the flush, which was
         # scheduled first): an idle sink must not hold its last megabyte of messages.
@@ -327,12 +328,14 @@ class QueueHost:
 
     # ------------------------------------------------------------- helpers
 
-    def ttl_left(self, sink: ForwardedSink, queue: str, offset: int) -> int | None:
-        """Milliseconds until the delivery at `offset` would expire here (None: never).
+    def epoch_of(self, sink: ForwardedSink, queue: str) -> int | None:
+        """The leader epoch `queue` is delivered in here (None: not replicated), so the
+        receiving node can drop what a deposed leader sends."""
+        shell = self._sink_shell(sink, queue)
+        gate = shell.replication if shell is not None else None
+        return gate.leader.epoch if gate is not None else None
 
-        A duration, not a time, so A can tell when a message it buffered expired
-        without comparing clocks with this node.
-        """
+    def _sink_shell(self, sink: ForwardedSink, queue: str) -> QueueShell | None:
         shell = sink.shells.get(queue)
         if shell is None or shell.closed:
             shell = next((self.node.broker.queue(vhost, name) for vhost, name in sink.queues
@@ -340,7 +343,16 @@ class QueueHost:
             if shell is None:
                 return None
             sink.shells[queue] = shell
-        return shell.ttl_left_ms(offset)
+        return shell
+
+    def ttl_left(self, sink: ForwardedSink, queue: str, offset: int) -> int | None:
+        """Milliseconds until the delivery at `offset` would expire here (None: never).
+
+        A duration, not a time, so A can tell when a message it buffered expired
+        without comparing clocks with this node.
+        """
+        shell = self._sink_shell(sink, queue)
+        return shell.ttl_left_ms(offset) if shell is not None else None
 
     def _sink(self, peer: str, remote_key: str) -> ForwardedSink:
         sink = self._sinks.get((peer, remote_key))

@@ -111,6 +111,10 @@ class RemoteHolds:
         for key in [key for key in self._held if key[0] == peer]:
             self._release(key)
 
+    def leader_moved(self, old: str, vhost: str, name: str) -> None:
+        """The queue is led elsewhere now: `old`'s hold on it says nothing any more."""
+        self._release((old, vhost, name))
+
     def _release(self, key: tuple[str, str, str]) -> None:
         hold = self._held.pop(key, None)
         if hold is not None and not hold.done():

@@ -7,6 +7,12 @@ confirmed only if every leader that got it confirmed it; one whose queue's
 leader is unknown or unreachable, or whose request failed or timed out, is
 nacked. The request carries the metadata index this node applied, so the
 leader first catches up to it (`QueueHost`).
+
+A request waits for its answer only while its node leads the queues it
+names: once the metadata names another leader for one of them
+(`leader_moved`), the request fails at once and its messages are nacked. The
+old leader may be paused or cut off with its link still up, and would
+otherwise hold the publisher for the whole timeout.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import logging
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
+from logbroker.cluster.cluster_rpc import INTERNAL_ERROR
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_message import encode_message
 from logbroker.errors import BrokerError
@@ -32,6 +39,8 @@ _Entries = list[tuple[int, Message, list[str]]]  # (index in the batch, message,
 class RemotePublisher:
     def __init__(self, node: ClusterNode) -> None:
         self._node = node
+        # Requests waiting for an answer: (leader, vhost) -> the queue names of each.
+        self._waiting: dict[tuple[str, str], dict[asyncio.Future[Envelope], set[str]]] = {}
 
     def publish(self, vhost: str, batch: Sequence[tuple[Message, Sequence[str]]]
                 ) -> Awaitable[list[bool]]:
@@ -58,8 +67,31 @@ class RemotePublisher:
                 "v": vhost, "a": self._node.driver.applied_index,
                 "t": [names for _, _, names in entries]},
                 tuple(encode_message(message) for _, message, _ in entries))
-            requests.append((leader, envelope, entries, self._node.rpc.request(leader, envelope)))
+            future = self._node.rpc.request(leader, envelope)
+            self._wait(leader, vhost, future, {name for _, _, names in entries for name in names})
+            requests.append((leader, envelope, entries, future))
         return self._publish_results(requests, confirmed)
+
+    def _wait(self, leader: str, vhost: str, future: asyncio.Future[Envelope],
+              names: set[str]) -> None:
+        if future.done():
+            return
+        waiting = self._waiting.setdefault((leader, vhost), {})
+        waiting[future] = names
+
+        def done(_: object) -> None:
+            waiting.pop(future, None)
+            if not waiting and self._waiting.get((leader, vhost)) is waiting:
+                del self._waiting[(leader, vhost)]
+        future.add_done_callback(done)
+
+    def leader_moved(self, old: str, vhost: str, name: str) -> None:
+        """`old` no longer leads queue `name`: its pending requests naming it fail now."""
+        for future, names in list(self._waiting.get((old, vhost), {}).items()):
+            if name in names and not future.done():
+                future.set_exception(BrokerError(
+                    INTERNAL_ERROR, f"queue '{name}' in vhost '{vhost}' has a new leader: "
+                    f"{old} no longer leads it"))
 
     def _reachable_leader(self, vhost: str, name: str) -> str | None:
         record = self._node.metadata.state.queue(vhost, name)

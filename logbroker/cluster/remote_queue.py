@@ -34,7 +34,15 @@ confirmed (nacked). When the link to B breaks, B requeues what consumers on
 its queues held; those consumers are cancelled towards their clients
 (basic.cancel), except on replicated queues, where their sinks resubscribe
 them to the new leader (`logbroker.consumer_resubscription`). So does a
-`q.cancelled` that says the leader moved.
+`q.cancelled` that says the leader moved, and, first of all, the metadata:
+once it names another leader (`leader_moved`) the consumers move and the
+publishes still waiting for the old leader are nacked at once. The old leader
+may be paused or cut off, and its link can stay up for as long as that lasts.
+
+Each `q.deliver` names the epoch its queue's leader delivered in (`e`);
+deliveries of an epoch older than the metadata's here are stale (the sender
+was deposed) and never reach a client: they go back as for a consumer this
+node no longer has.
 """
 
 from __future__ import annotations
@@ -275,6 +283,8 @@ class RemoteQueueRegistry:
     def _deliver(self, peer: str, envelope: Envelope) -> None:
         header = envelope.header
         channel_key, queue = str(header["ck"]), str(header["q"])
+        epoch = header.get("e")  # None from a node on older code
+        state = self._node.metadata.state
         if channel_key not in self.sinks:  # the channel is gone here: close it there too
             self.notify(peer, "q.channel_closed", {"ck": channel_key})
             return
@@ -296,6 +306,10 @@ class RemoteQueueRegistry:
                 consumer = self.consumers.get(channel_key, str(tag))
                 if consumer is not None and (consumer.node, consumer.queue) != (peer, queue):
                     consumer = None
+                if consumer is not None and epoch is not None:
+                    record = state.queue(consumer.vhost, queue)
+                    if record is not None and record.epoch > int(epoch):
+                        consumer = None  # a deposed leader's: never to the client
                 if consumer is not None:
                     touched[id(consumer)] = consumer
                     counts_bounded = consumer.bounded
@@ -351,11 +365,38 @@ class RemoteQueueRegistry:
         header = envelope.header
         channel_key, queue, tag = str(header["ck"]), str(header["q"]), str(header["tag"])
         consumer = self.consumers.get(channel_key, tag)
-        if consumer is not None and consumer.node == peer:
-            self.give_back(consumer)
+        if consumer is None or consumer.node != peer:
+            # Already gone from `peer` here (the metadata said the leader moved, or the
+            # link broke): the consumer may follow the new leader already, and this
+            # late cancel must not move it again.
+            return
+        self.give_back(consumer)
         sink = self.sinks.get(channel_key)
         if sink is not None:
             sink.consumer_cancelled(queue, tag, bool(header.get("moved")))
+
+    def leader_moved(self, vhost: str, queue: str, old: str) -> None:
+        """The metadata names a new leader for `queue`, which `old` led: its consumers
+        here follow the new one now, whether or not `old` is alive (paused, cut off),
+        and the publishes waiting for `old`'s answer for this queue are nacked.
+
+        What they buffered is dropped, not returned: the new leader delivers every
+        message `old` had handed out again, flagged redelivered.
+        """
+        self._flow.leader_moved(old, vhost, queue)
+        self._publisher.leader_moved(old, vhost, queue)
+        moved = [c for c in self.consumers.matching(node=old)
+                 if (c.vhost, c.queue) == (vhost, queue)]
+        for consumer in sorted(moved, key=lambda c: (c.channel_key, c.tag)):
+            self.consumers.take_buffered(consumer)
+            # `old` forgets the consumer if it still runs (else its channel closes there
+            # when the link breaks): it must not deliver to it again.
+            self.notify(old, "q.cancel", {"v": vhost, "q": queue, "tag": consumer.tag,
+                                          "ck": consumer.channel_key})
+            sink = self.sinks.get(consumer.channel_key)
+            if sink is not None:
+                sink.consumer_cancelled(queue, consumer.tag, True)
+        self.consumers.queue_gone(old, vhost, queue)
 
     def peer_down(self, peer: str) -> None:
         """Consumers on `peer`'s queues are gone: tell their sinks. Those of replicated

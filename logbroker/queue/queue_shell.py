@@ -214,6 +214,8 @@ class QueueShell(QueueAppends):
     def get(self, channel_key: str, no_ack: bool) -> tuple[int, bool, Message] | None:
         """basic.get: (offset, redelivered, message) or None when the queue is empty."""
         found: tuple[int, bool, Message] | None = None
+        if self.replication is not None and not self.replication.delivers():
+            return None  # a leader that may have been replaced hands out nothing
         effects = self.core.get(channel_key, no_ack, self.clock())
         for effect in effects:
             if isinstance(effect, Deliver):
@@ -245,6 +247,8 @@ class QueueShell(QueueAppends):
         self._pump_scheduled = None
         if self.closed:
             return
+        if self.replication is not None and not self.replication.delivers():
+            return  # pumped again when the lease is back (or the shell closes)
         credit = {}
         for sink in self._sinks.values():
             room = sink.credit()

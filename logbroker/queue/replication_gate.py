@@ -18,6 +18,12 @@ isolated gate whose node hears from the controller again, still leading the
 same epoch, carries on, and the acks it held meanwhile count then (dropping
 them would leave their messages unacked on a live channel forever).
 
+Deliveries wait for `delivers()`: not fenced, not isolated, and the node's
+leader lease (`lease`, set by a clustered node: logbroker.cluster.leader_lease)
+holds, read at the moment of delivery. A leader paused past its lease may have
+been replaced, and a delivery then could repeat, unflagged, what the new leader
+redelivered and saw acked.
+
 Invariants: confirms resolve in offset order, never above the high
 watermark, and never while the in-sync set is smaller than `min-in-sync`
 (those are nacked: the high watermark passed them with too few copies); a
@@ -49,6 +55,9 @@ class ReplicationGate:
         self.sync_batch_size = 4096
         self.on_high_watermark: Callable[[int], None] | None = None
         self.on_rejoin: Callable[[], None] | None = None  # acks held while isolated
+        # Whether this node may still deliver as this epoch's leader (None: no lease,
+        # a standalone node's queue).
+        self.lease: Callable[[], bool] | None = None
         self._confirms: collections.deque[tuple[int, asyncio.Future[int], int]] = (
             collections.deque())
         # tx.commits waiting for followers to hold the acked ranges of a version:
@@ -61,6 +70,12 @@ class ReplicationGate:
 
     def publish_refusal(self) -> str | None:
         return self.fenced or self.isolated or self.paused or self.leader.publish_refusal()
+
+    def delivers(self) -> bool:
+        """Whether deliveries may go out now (asked at each pump: it reads the clock)."""
+        if self.fenced is not None or self.isolated is not None:
+            return False
+        return self.lease is None or self.lease()
 
     @property
     def settles(self) -> bool:

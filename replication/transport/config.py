@@ -28,6 +28,11 @@ class TransportLimits:
     handshake_timeout_s: float = 5.0  # also bounds how long a replaced link may take to end
     reconnect_min_s: float = 0.05
     reconnect_max_s: float = 2.0
+    # Heartbeats: a link with nothing to send carries a ping (an empty frame) every
+    # `ping_interval_s`; one the peer has been silent on for `idle_timeout_s` is
+    # broken (a paused or cut-off peer leaves its TCP connection up).
+    ping_interval_s: float = 0.5
+    idle_timeout_s: float = 2.0
 
     def __post_init__(self) -> None:
         check_limit(self.max_frame_bytes)
@@ -37,6 +42,8 @@ class TransportLimits:
             raise ValueError("handshake_timeout_s must be positive")
         if not 0 < self.reconnect_min_s <= self.reconnect_max_s:
             raise ValueError("need 0 < reconnect_min_s <= reconnect_max_s")
+        if not 0 < self.ping_interval_s < self.idle_timeout_s:
+            raise ValueError("need 0 < ping_interval_s < idle_timeout_s")
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,15 @@ finished that handshake after reading our proof, which we send only after
 counting the connection as pending for that peer; so on EOF we wait for the
 peer's pending handshakes to settle before declaring the peer down.
 
+Heartbeats. A paused (SIGSTOP) or cut-off peer leaves its TCP connection
+open, and the layers above act only on a link going down (failing calls,
+moving consumers, the controller's quick liveness rule). So a writer with
+nothing queued sends a ping, an empty frame that is never delivered, every
+`ping_interval_s`, and a link on which nothing has been read for
+`idle_timeout_s` is closed as broken. The check is deferred by one loop turn
+before it closes: after a stall of this process, bytes that arrived meanwhile
+are read first, so only the peer's silence counts, not ours.
+
 Invariants: connected iff a current link exists; the current link is never
 retiring; a frame `send` accepted is written at most once, on one link, in
 order; frames still queued when a peer goes down are dropped (the layers above
@@ -50,12 +59,13 @@ from typing import Any
 
 from replication.transport.backoff import Backoff
 from replication.transport.config import TransportLimits
-from replication.transport.frames import FrameError, FrameTooLargeError
+from replication.transport.frames import HEADER, FrameError, FrameTooLargeError
 from replication.transport.peer_link import PeerLink, PeerState, keeps_new_link
 
 logger = logging.getLogger(__name__)
 
 READ_CHUNK = 256 * 1024
+PING = HEADER.pack(0)  # an empty frame: a heartbeat, never delivered
 WRITE_BATCH_BYTES = 1 << 20  # frames joined into one write, then one drain
 
 Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
@@ -141,6 +151,8 @@ class LinkManager:
         link.finished.set()
         if link.deadline is not None:
             link.deadline.cancel()
+        if link.watchdog is not None:
+            link.watchdog.cancel()
         task = link.writer_task
         if task is not None and task is not asyncio.current_task():
             task.cancel()
@@ -159,6 +171,8 @@ class LinkManager:
         """Reads a link until it ends, then closes it; runs its writer alongside."""
         state = self.peers[link.peer]
         writer_task = link.writer_task = self._spawn(self._write_loop(state, link))
+        link.heard = asyncio.get_running_loop().time()
+        self._arm_watchdog(link)
         try:
             await self._read_loop(link)
         except (FrameError, OSError) as exc:
@@ -200,6 +214,34 @@ class LinkManager:
             self._limits.handshake_timeout_s, self._retire_overdue, link
         )
 
+    def _arm_watchdog(self, link: PeerLink) -> None:
+        if not link.closed:
+            link.watchdog = asyncio.get_running_loop().call_later(
+                self._limits.ping_interval_s, self._watch, link)
+
+    def _watch(self, link: PeerLink) -> None:
+        if link.closed:
+            return
+        loop = asyncio.get_running_loop()
+        if link.after or link.retiring:
+            link.heard = loop.time()  # not reading yet, or ending: bounded by its deadline
+        elif loop.time() - link.heard > self._limits.idle_timeout_s:
+            # Once more a turn later: what arrived while this process stalled is read first.
+            loop.call_soon(self._confirm_silent, link)
+            return
+        self._arm_watchdog(link)
+
+    def _confirm_silent(self, link: PeerLink) -> None:
+        if link.closed:
+            return
+        silent = asyncio.get_running_loop().time() - link.heard
+        if silent > self._limits.idle_timeout_s:
+            logger.warning("cluster link to %s silent for %.1f s; closing it as broken",
+                           link.describe(), silent)
+            self.close(link, f"peer silent for {silent:.1f} s", abort=True)
+        else:
+            self._arm_watchdog(link)
+
     def _retire_overdue(self, link: PeerLink) -> None:
         logger.info("replaced cluster link to %s did not end in time; aborting it", link.describe())
         self.close(link, "replaced link did not end in time", abort=True)
@@ -223,6 +265,8 @@ class LinkManager:
         """Delivers frames in order until the peer's FIN."""
         while True:
             while (frame := link.decoder.next_frame()) is not None:
+                if not frame:
+                    continue  # a ping: it only says the peer is alive
                 if link.after:
                     await self._wait_after(link)
                 self.frames_received += 1
@@ -233,6 +277,7 @@ class LinkManager:
             data = await link.reader.read(READ_CHUNK)
             if not data:
                 return
+            link.heard = asyncio.get_running_loop().time()
             link.decoder.feed(data)
 
     async def _write_loop(self, state: PeerState, link: PeerLink) -> None:
@@ -244,7 +289,13 @@ class LinkManager:
                     await self._wait_after(link)
                 elif not state.queue:
                     link.wake.clear()
-                    await link.wake.wait()
+                    try:
+                        async with asyncio.timeout(self._limits.ping_interval_s):
+                            await link.wake.wait()
+                    except TimeoutError:
+                        if state.current is link and not state.queue:
+                            writer.write(PING)  # nothing to say for a while: still here
+                            await writer.drain()
                 else:
                     count, data = state.take_batch(WRITE_BATCH_BYTES)
                     writer.write(data)

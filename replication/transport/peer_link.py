@@ -52,6 +52,8 @@ class PeerLink:
     after: list[PeerLink] = field(default_factory=list)
     writer_task: asyncio.Task[None] | None = None
     deadline: asyncio.TimerHandle | None = None
+    heard: float = 0.0  # loop time of the last bytes read (heartbeats: link_manager)
+    watchdog: asyncio.TimerHandle | None = None
 
     def describe(self) -> str:
         return f"{self.peer} ({self.address})"

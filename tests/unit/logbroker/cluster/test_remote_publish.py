@@ -76,3 +76,20 @@ async def test_a_failed_request_nacks_only_what_it_carried() -> None:
         else:
             future.set_result(Envelope("ok", {"c": [True]}))
     assert await outcome == [False, True]
+
+
+async def test_a_request_to_a_deposed_leader_is_nacked_as_soon_as_the_queue_moves() -> None:
+    rpc = FakeRpc()
+    publisher = RemotePublisher(_node(rpc, []))
+    batch = [(Message("", "k", b"1"), ["qa"]), (Message("", "k", b"2"), ["qb"])]
+    outcome = asyncio.ensure_future(publisher.publish("/", batch))
+    publisher.leader_moved("a", "/", "qa2")  # another queue of a: nothing to do with it
+    publisher.leader_moved("b", "/", "qa")  # not b's queue
+    assert not any(future.done() for _, _, future in rpc.requests)
+    # a is paused with its link up: it would never answer; the metadata moved qa away.
+    publisher.leader_moved("a", "/", "qa")
+    for peer, _, future in rpc.requests:
+        if peer == "b":
+            future.set_result(Envelope("ok", {"c": [True]}))
+    assert await asyncio.wait_for(outcome, 1.0) == [False, True]
+    assert not publisher._waiting  # nothing left behind

@@ -413,3 +413,26 @@ async def test_a_winning_link_that_arrives_late_takes_over_without_loss_or_reord
     finally:
         await late.stop()
         await first.stop()
+
+
+async def test_a_silent_peer_is_a_broken_link_and_pings_keep_an_idle_one_up(
+    nodes: MakeNode,
+) -> None:
+    beating = TransportLimits(handshake_timeout_s=0.5, reconnect_min_s=0.01,
+                              reconnect_max_s=0.05, ping_interval_s=0.05, idle_timeout_s=0.3)
+    a = await nodes("a", limits=beating)
+    b = await nodes("b", limits=beating)
+    a.transport.set_peers([b.address])
+    await wait_until(lambda: a.connected("b") and b.connected("a"))
+    await asyncio.sleep(1.0)  # nothing to send for three idle timeouts: pings only
+    assert a.changes == [("b", True)] and b.changes == [("a", True)]
+    assert not a.frames and not b.frames  # pings are never delivered
+
+    # c goes silent as a paused process does (it never pings): its TCP link stays
+    # open, and only the heartbeat timeout tells a that c is gone.
+    c = await nodes("c", limits=TransportLimits(
+        handshake_timeout_s=0.5, reconnect_min_s=0.01, reconnect_max_s=0.05,
+        ping_interval_s=5.0, idle_timeout_s=10.0))
+    a.transport.set_peers([b.address, c.address])
+    await wait_until(lambda: a.connected("c"))
+    await wait_until(lambda: ("c", False) in a.changes, timeout=2.0)
