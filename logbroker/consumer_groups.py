@@ -7,13 +7,9 @@ the broker, so it is durable on a standalone node and Raft-replicated in a
 cluster (`logbroker.metadata.group_commands` decides).
 
 A group's lag needs each queue's retained range and end, which live with the
-queue's log, not in the metadata. `queue_range` asks, in order: the queue's
-shell on this node (it leads the queue); its leader over the cluster link
-(`q.counts`); this node's in-sync follower copy, whose end is the high
-watermark it last heard (a little behind the leader); else the range is not
-known (the leader is down and no copy here is readable) and the view says
-so with nulls. The cluster link is asked for at most `RANGE_LOOKUPS` queues
-at a time.
+queue's log, not in the metadata: `logbroker.queue_figures.queue_range` finds
+them on any node (null when not known). The cluster link is asked for at most
+`RANGE_LOOKUPS` queues at a time.
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ from logbroker.broker import Broker
 from logbroker.broker_config import Session
 from logbroker.errors import NOT_FOUND, BrokerError
 from logbroker.metadata import CommitGroupOffsets, ConsumerGroupRecord, DeleteConsumerGroup
+from logbroker.queue_figures import queue_range
 
 RANGE_LOOKUPS = 32
 
@@ -67,24 +64,6 @@ def existing_group(broker: Broker, vhost: str, group: str) -> ConsumerGroupRecor
     if record is None:
         raise BrokerError(NOT_FOUND, f"no consumer group '{group}' in vhost '{vhost}'")
     return record
-
-
-async def queue_range(broker: Broker, vhost: str, name: str) -> tuple[int, int] | None:
-    """(first offset, end offset) of the queue as seen from this node (see module doc)."""
-    shell = broker.queue(vhost, name)
-    if shell is not None:
-        return shell.log_start_offset, shell.readable_end
-    if broker.remote is not None:
-        try:
-            endpoint = broker.remote.endpoint(vhost, name)
-            if endpoint is not None:
-                return await endpoint.offsets()
-        except BrokerError:
-            pass  # its leader is down or unreachable: what this node holds, if anything
-    view = broker.replay_view(vhost, name)
-    if view is None:
-        return None
-    return view.log_start_offset, view.readable_end
 
 
 async def positions(broker: Broker, group: ConsumerGroupRecord) -> list[QueuePosition]:

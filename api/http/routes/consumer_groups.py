@@ -9,7 +9,7 @@ and deleting need `read` permission on every queue involved; reading a
 group or a listing needs access to the vhost (no management tag: the paths
 serve readers, as replay does). Any node answers: the offsets are in the
 metadata, and each queue's range comes from this node or its leader
-(`logbroker.consumer_groups.queue_range`; null when not known).
+(`logbroker.queue_figures.queue_range`; null when not known).
 """
 
 from __future__ import annotations

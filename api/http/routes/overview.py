@@ -19,6 +19,7 @@ from api.http.http_errors import ApiError
 from api.http.path_names import path_name
 from api.http.query_params import ListOptions
 from api.http.views import connection_view
+from logbroker.queue_figures import remote_figures_of
 
 router = APIRouter(tags=["overview"])
 Context = Depends(api_context)
@@ -31,7 +32,13 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management) -
     broker = ctx.broker
     vhosts = visible_vhosts(ctx, who)
     shells = [shell for vhost in vhosts for shell in broker.queues_of(vhost)]
-    ready = sum(s.core.message_count for s in shells)
+    every = [(vhost, record.name) for vhost in vhosts for record in broker.state.queues(vhost)]
+    # Cluster-wide, as RabbitMQ's overview: queues led elsewhere count with their leaders'
+    # figures (their unacked messages are not reported over the link).
+    remote = await remote_figures_of(broker, [key for key in every
+                                              if broker.queue(*key) is None])
+    ready = (sum(s.core.message_count for s in shells)
+             + sum(f.messages_ready or 0 for f in remote.values()))
     unacked = sum(s.core.unacked_count for s in shells)
     cluster_name = ctx.node_name if ctx.cluster is None else \
         str(ctx.cluster.status().get("cluster_name") or ctx.node_name)
@@ -49,11 +56,12 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management) -
         "queue_totals": {"messages": ready + unacked, "messages_ready": ready,
                          "messages_unacknowledged": unacked},
         "object_totals": {
-            "queues": len(shells),
+            "queues": len(every),
             # + the default exchange of each vhost, as /api/exchanges lists it
             "exchanges": sum(len(broker.state.exchanges(v)) + 1 for v in vhosts),
             "connections": len(broker.connections),
-            "consumers": sum(s.core.consumer_count for s in shells),
+            "consumers": (sum(s.core.consumer_count for s in shells)
+                          + sum(f.consumers or 0 for f in remote.values())),
             "channels": sum(c.channels for c in broker.connections.all()),
         },
         "message_stats": {

@@ -17,8 +17,7 @@ from api.http.query_params import ListOptions
 from api.http.request_body import RequestBody
 from api.http.views import queue_view
 from logbroker import consuming, definitions
-from logbroker.errors import BrokerError
-from logbroker.queue.queue_shell import QueueShell
+from logbroker.queue_figures import QueueFigures, remote_figures, remote_figures_of
 
 router = APIRouter(tags=["queues"])
 Context = Depends(api_context)
@@ -42,24 +41,44 @@ class GetBody(RequestBody):
     truncate: int | None = Field(None, ge=0)
 
 
-def queue_views(ctx: ApiContext, vhosts: list[str]) -> list[dict[str, Any]]:
+async def queue_views(ctx: ApiContext, vhosts: list[str]) -> list[dict[str, Any]]:
+    """Every queue's view with cluster-wide figures, asked of their leaders at once."""
     state, broker = ctx.broker.state, ctx.broker
-    return [queue_view(ctx, record, broker.queue(vhost, record.name),
-                       state.effective_policy(vhost, "queue", record.name))
-            for vhost in vhosts for record in state.queues(vhost)]
+    views = [queue_view(ctx, record, broker.queue(vhost, record.name),
+                        state.effective_policy(vhost, "queue", record.name))
+             for vhost in vhosts for record in state.queues(vhost)]
+    elsewhere = [(view["vhost"], view["name"]) for view in views
+                 if "messages_ready" not in view]
+    if elsewhere:
+        figures = await remote_figures_of(broker, elsewhere)
+        for view in views:
+            if (key := (view["vhost"], view["name"])) in figures:
+                view.update(figures_view(figures[key]))
+    return views
+
+
+def figures_view(figures: QueueFigures) -> dict[str, Any]:
+    """What a view of a queue led by another node adds: its leader's figures."""
+    view: dict[str, Any] = {"first_offset": figures.first_offset,
+                            "next_offset": figures.next_offset}
+    if figures.leader_reachable:
+        view.update(messages_ready=figures.messages_ready, consumers=figures.consumers)
+    else:
+        view["state"] = "down"  # its leader node is down or unreachable
+    return view
 
 
 @router.get("/api/queues", dependencies=[ListOptions])
 async def list_queues(ctx: ApiContext = Context, who: Principal = Management
                       ) -> list[dict[str, Any]]:
-    return queue_views(ctx, visible_vhosts(ctx, who))
+    return await queue_views(ctx, visible_vhosts(ctx, who))
 
 
 @router.get("/api/queues/{vhost}", dependencies=[ListOptions])
 async def list_vhost_queues(vhost: str, ctx: ApiContext = Context, who: Principal = Management
                       ) -> list[dict[str, Any]]:
     visible_vhost(ctx, who, path_name(vhost))
-    return queue_views(ctx, [path_name(vhost)])
+    return await queue_views(ctx, [path_name(vhost)])
 
 
 @router.get("/api/queues/{vhost}/{name}")
@@ -73,20 +92,8 @@ async def get_queue(vhost: str, name: str, ctx: ApiContext = Context, who: Princ
     view = queue_view(ctx, record, ctx.broker.queue(vhost_name, queue),
                       ctx.broker.state.effective_policy(vhost_name, "queue", queue))
     if "messages_ready" not in view:
-        view.update(await _remote_counts(ctx, vhost_name, queue))
+        view.update(figures_view(await remote_figures(ctx.broker, vhost_name, queue)))
     return view
-
-
-async def _remote_counts(ctx: ApiContext, vhost: str, name: str) -> dict[str, Any]:
-    """Ready messages and consumers of a queue led by another node, asked of it."""
-    try:
-        endpoint = ctx.broker.endpoint(vhost, name)
-        if endpoint is None or isinstance(endpoint, QueueShell):
-            return {}
-        ready, consumers = await endpoint.counts()
-    except BrokerError:
-        return {"state": "down"}  # its leader node is down or unreachable
-    return {"messages_ready": ready, "consumers": consumers}
 
 
 @router.put("/api/queues/{vhost}/{name}", status_code=201, responses={204: {}})

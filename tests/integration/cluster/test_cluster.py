@@ -119,6 +119,32 @@ def test_publish_and_consume_through_nodes_that_do_not_lead_the_queue(
     consumer.close()
 
 
+def test_every_node_shows_cluster_wide_figures(cluster: list[Node]) -> None:
+    """A node that does not lead a queue shows its leader's counts and range, and counts it
+    in its overview (they were blank, and `status` said `queues 0`)."""
+    connection = cluster[0].amqp()
+    channel = connection.channel()
+    channel.queue_declare("figures", durable=True)  # led by n1
+    channel.confirm_delivery()
+    for i in range(7):
+        channel.basic_publish("", "figures", f"f{i}".encode(),
+                              pika.BasicProperties(delivery_mode=2))
+    connection.close()
+    auth = ("guest", "guest")
+    for node in cluster[1:]:
+        one = httpx.get(f"{node.url}/api/queues/%2F/figures", auth=auth, timeout=5.0).json()
+        listed = next(q for q in httpx.get(f"{node.url}/api/queues", auth=auth,
+                                           timeout=5.0).json() if q["name"] == "figures")
+        for view in (one, listed):
+            assert view["leader"] == "n1"
+            assert (view["messages_ready"], view["first_offset"], view["next_offset"]) == (
+                7, 0, 7), view
+        overview = httpx.get(f"{node.url}/api/overview", auth=auth, timeout=5.0).json()
+        assert overview["object_totals"]["queues"] == len(
+            httpx.get(f"{node.url}/api/queues", auth=auth, timeout=5.0).json())
+        assert overview["queue_totals"]["messages_ready"] >= 7
+
+
 def test_killing_the_raft_leader_elects_another_and_a_restarted_node_catches_up(
         cluster: list[Node]) -> None:
     old = leader_of(cluster)
