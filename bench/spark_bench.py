@@ -7,7 +7,8 @@ a local[2] SparkSession, then prints one JSON line (progress on stderr):
 - broker_replay: the queue read back through the REST replay (JSON pages, base64
   bodies, decoded by the client): the reference for the source;
 - spark_source: a Trigger.AvailableNow read of the same queue into the `noop` sink;
-- spark_sink: a `df.write.format("logbroker")` of N rows of `--body-bytes`;
+- spark_sink: N rows of `--body-bytes` written with `df.write.format("logbroker")`, in
+  batches of `--sink-batch-rows` (one transactional batch each);
 and the ratios source/replay MB/s and sink/ws_publish rows/s (targets >= 0.5).
 """
 
@@ -119,26 +120,33 @@ def spark_source(spark: Any, url: str, queue: str, count: int, body_bytes: int,
             "mb_s": rows * body_bytes / seconds / 1e6}
 
 
-def spark_sink(spark: Any, url: str, queue: str, count: int, body_bytes: int
-               ) -> dict[str, Any]:
+def spark_sink(spark: Any, url: str, queue: str, count: int, body_bytes: int,
+               batch_rows: int) -> dict[str, Any]:
+    """`count` rows written as `df.write` batches of `batch_rows` (a transactional batch is
+    routed whole, so the broker bounds one: 256 MiB staged)."""
     from pyspark.sql import functions
     with Client(url) as client:
         client.declare_queue(queue)
-    frame = spark.range(count, numPartitions=2).select(
+    frame = spark.range(batch_rows, numPartitions=2).select(
         functions.expr(f"repeat('x', {body_bytes})").cast("binary").alias("body"),
         functions.lit(queue).alias("routing_key")).cache()
     frame.count()  # build the rows before the clock starts: the sink is measured
     started = time.perf_counter()
-    frame.write.format("logbroker").mode("append").option("brokers", url) \
-        .option("sinkId", "bench").save()
+    written = 0
+    for batch_id in range(-(-count // batch_rows)):
+        frame.write.format("logbroker").mode("append").option("brokers", url) \
+            .option("sinkId", "bench").option("batchId", str(batch_id)).save()
+        written += batch_rows
     seconds = time.perf_counter() - started
-    return {"rows": count, "seconds": seconds, "rows_s": count / seconds}
+    return {"rows": written, "seconds": seconds, "rows_s": written / seconds,
+            "batch_rows": batch_rows}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--body-bytes", type=int, default=1024)
+    parser.add_argument("--sink-batch-rows", type=int, default=100_000)
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     broker, url = start_broker(workdir / "data")
@@ -153,7 +161,8 @@ def main() -> None:
         source = spark_source(spark, url, "bench-src", args.messages, args.body_bytes,
                               workdir / "checkpoint")
         log("writing with Spark")
-        sink = spark_sink(spark, url, "bench-dst", args.messages, args.body_bytes)
+        sink = spark_sink(spark, url, "bench-dst", args.messages, args.body_bytes,
+                          min(args.sink_batch_rows, args.messages))
         spark.stop()
         print(json.dumps({
             "bench": "spark", "messages": args.messages, "body_bytes": args.body_bytes,

@@ -83,10 +83,12 @@ Members
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+if TYPE_CHECKING:
+    import random  # the injected generator's type: the caller seeds it
 
 __all__ = [
     "STRATEGIES",

@@ -8,7 +8,7 @@ invariants are described there.
 
 from __future__ import annotations
 
-import random
+from typing import TYPE_CHECKING
 
 from replication.raft.config import RaftConfig
 from replication.raft.errors import InvariantError
@@ -43,6 +43,9 @@ from replication.raft.messages import (
 )
 from replication.raft.progress import VoteResult, tally
 from replication.raft.ready import HardState, Role, SoftState
+
+if TYPE_CHECKING:
+    import random  # the injected generator's type: the caller seeds it
 
 _FROM_LEADER = (AppendEntries, Heartbeat, InstallSnapshot)
 

@@ -52,7 +52,7 @@ Invariants (checked by tests/sim):
 
 from __future__ import annotations
 
-import random
+from typing import TYPE_CHECKING
 
 from replication.raft.config import RaftConfig
 from replication.raft.core import RaftCore
@@ -69,6 +69,9 @@ from replication.raft.membership import (
 )
 from replication.raft.messages import Entry, EntryKind, Snapshot
 from replication.raft.ready import HardState, PersistedState, Ready
+
+if TYPE_CHECKING:
+    import random  # the injected generator's type: the caller seeds it
 
 
 class RaftNode(RaftCore):
