@@ -105,7 +105,8 @@ class Broker(BrokerAccess):
         # deliver now (its leader lease, logbroker.cluster.leader_lease).
         self.may_deliver: DeliveryCheck | None = None
         self.publisher = Publisher(self.router, self.queue, lambda: self.remote)
-        self.producer_batches = ProducerBatches(lambda: self.state, self.apply, self.publisher)
+        self.producer_batches = ProducerBatches(lambda: self.state, self.apply, self.publisher,
+                                                lambda: self.remote)
         self.connections = ConnectionRegistry()
         self._retention_task: asyncio.Future[None] | None = None
         watermarks = Watermarks(

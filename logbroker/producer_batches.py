@@ -25,12 +25,13 @@ local queue that already holds messages stamped with this producer and
 sequence since the commit time. Every published message carries the stamp
 as headers `x-producer-id` and `x-producer-seq`.
 
+Queues led by other nodes are asked over the cluster link (`q.holds_batch`),
+so a batch is finished on any node without a duplicate.
+
 What this does not cover yet: staged parts live in the memory of the node
 that staged them (a restart loses them: the commit then answers that the
 parts are unknown and the producer stages the batch again; nothing committed
-is lost), and a pending batch's re-apply can check only queues led by the
-committing node, so a node stopping in the middle of step 4 of a batch that
-also routes to queues led by other nodes may leave those with a duplicate.
+is lost, nothing is published twice).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from logbroker.message import Message
 from logbroker.metadata import CommitProducerBatch, MetadataState, ProducerBatchApplied
 from logbroker.metadata.commands import Command
 from logbroker.publishing import Publisher, PublishResult
+from logbroker.queue.queue_endpoint import RemoteQueues
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.staged_parts import BatchKey, OpenBatch, StagedParts, StagingLimits
 
@@ -56,6 +58,7 @@ STAMP_SCAN_BYTES = 1 << 20
 
 
 StateSource = Callable[[], MetadataState]
+RemoteLookup = Callable[[], RemoteQueues | None]
 Apply = Callable[[Command], Awaitable[object]]
 
 
@@ -75,10 +78,11 @@ class ProducerBatches:
     """The node's transactional batches; one lock per producer orders its commits."""
 
     def __init__(self, state: StateSource, apply: Apply, publisher: Publisher,
-                 limits: StagingLimits | None = None) -> None:
+                 remote: RemoteLookup, limits: StagingLimits | None = None) -> None:
         self._state = state
         self._apply = apply
         self._publisher = publisher
+        self._remote = remote
         self.staged = StagedParts(limits)
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._sweeper: asyncio.Future[None] | None = None
@@ -141,7 +145,7 @@ class ProducerBatches:
         if commit_ms is None:
             await self._apply(CommitProducerBatch(key.vhost, key.producer, key.seq, _now_ms()))
         else:  # a commit that did not finish: queues that have their share keep it
-            skip = self._queues_holding(key, messages, commit_ms)
+            skip = await self._queues_holding(key, messages, commit_ms)
         results = await self._publish(key.vhost, messages, skip)
         await self._apply(ProducerBatchApplied(key.vhost, key.producer, key.seq))
         return CommitOutcome(
@@ -153,20 +157,38 @@ class ProducerBatches:
                        ) -> list[PublishResult]:
         if not skip:
             return await self._publisher.start_batch(vhost, messages)
-        routed = []
+        local, forwarded = [], []
         for message in messages:
-            shells, _ = self._publisher.route_all(vhost, message.exchange, message)
-            routed.append((message, [shell for shell in shells if shell.name not in skip]))
-        return await self._publisher.start_routed(routed)
+            shells, names = self._publisher.route_all(vhost, message.exchange, message)
+            local.append((message, [shell for shell in shells if shell.name not in skip]))
+            forwarded.append([name for name in names if name not in skip])
+        remote = self._remote()
+        sent = [(m, names) for (m, _), names in zip(local, forwarded, strict=True) if names]
+        confirmed = iter(await remote.publish(vhost, sent) if remote and sent else [])
+        results = await self._publisher.start_routed(local)
+        return [result._replace(confirmed=result.confirmed and next(confirmed))
+                if names else result
+                for result, names in zip(results, forwarded, strict=True)]
 
-    def _queues_holding(self, key: BatchKey, messages: list[Message], commit_ms: int
-                        ) -> set[str]:
-        """The local target queues whose log has a message of this batch since its commit."""
-        targets: dict[str, QueueShell] = {}
+    async def _queues_holding(self, key: BatchKey, messages: list[Message], commit_ms: int
+                              ) -> set[str]:
+        """The target queues, here or led elsewhere, whose log has a message of this batch
+        since its commit."""
+        shells: dict[str, QueueShell] = {}
+        elsewhere: set[str] = set()
         for message in messages:
-            shells, _ = self._publisher.route_all(key.vhost, message.exchange, message)
-            targets.update((shell.name, shell) for shell in shells)
-        return {name for name, shell in targets.items() if _holds_stamp(shell, key, commit_ms)}
+            here, names = self._publisher.route_all(key.vhost, message.exchange, message)
+            shells.update((shell.name, shell) for shell in here)
+            elsewhere.update(names)
+        holding = {name for name, shell in shells.items()
+                   if holds_batch(shell, key.producer, key.seq, commit_ms)}
+        remote = self._remote()
+        for name in sorted(elsewhere):
+            endpoint = remote.endpoint(key.vhost, name) if remote is not None else None
+            if endpoint is not None and await endpoint.holds_batch(key.producer, key.seq,
+                                                                   commit_ms):
+                holding.add(name)
+        return holding
 
     async def _sweep(self) -> None:
         while True:
@@ -174,7 +196,9 @@ class ProducerBatches:
             self.staged.expire(_now_ms())
 
 
-def _holds_stamp(shell: QueueShell, key: BatchKey, since_ms: int) -> bool:
+def holds_batch(shell: QueueShell, producer: str, seq: int, since_ms: int) -> bool:
+    """Whether the queue's log has a message of batch (producer, seq) since `since_ms`:
+    only what arrived after the batch's commit is read."""
     offset = shell.log.offset_for_timestamp(since_ms)
     end = shell.log.next_offset
     while offset < end:
@@ -183,8 +207,8 @@ def _holds_stamp(shell: QueueShell, key: BatchKey, since_ms: int) -> bool:
             return False
         for record in records:
             headers = Message.from_record(record).headers
-            if (headers.get(PRODUCER_ID_HEADER) == key.producer
-                    and headers.get(PRODUCER_SEQ_HEADER) == key.seq):
+            if (headers.get(PRODUCER_ID_HEADER) == producer
+                    and headers.get(PRODUCER_SEQ_HEADER) == seq):
                 return True
         offset = records[-1].offset + 1
     return False

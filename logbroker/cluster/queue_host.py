@@ -9,7 +9,8 @@ the client's operations to the queue's leader node (B, this module):
   tells A with `q.flow`, see remote_flow.py);
 - `q.consume` registers a consumer on the local shell whose sink is a
   `ForwardedSink`: one per (node A, A's channel), so per-channel prefetch and
-  channel-wide credit keep working; `q.get`, `q.counts` (with the log's range), `q.purge`;
+  channel-wide credit keep working; `q.get`, `q.counts` (with the log's range),
+  `q.purge`, `q.holds_batch`;
 - notices `q.settle` (ack / reject by offset), `q.return` (deliveries A
   buffered that never reached its client; `gone`: A has no such consumer, so
   it is removed here first), `q.cancel`, `q.channel_closed`
@@ -49,6 +50,7 @@ from logbroker.cluster.forwarded_message import decode_message, encode_message, 
 from logbroker.cluster.remote_flow import HoldAnnouncer
 from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
 from logbroker.message import Message
+from logbroker.producer_batches import holds_batch
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.queue.replication_gate import GateFenced
@@ -148,6 +150,7 @@ class QueueHost:
         rpc.handle("q.get", self._get)
         rpc.handle("q.counts", self._counts)
         rpc.handle("q.purge", self._purge)
+        rpc.handle("q.holds_batch", self._holds_batch)
         rpc.handle("q.settles_durable", self._settles_durable)
         rpc.on_notice("q.settle", self._settle)
         rpc.on_notice("q.return", self._return)
@@ -241,6 +244,15 @@ class QueueHost:
         return Envelope("ok", {"messages": shell.core.message_count,
                                "consumers": shell.core.consumer_count,
                                "first": shell.log_start_offset, "end": shell.readable_end})
+
+    async def _holds_batch(self, peer: str, envelope: Envelope) -> Envelope:
+        """Asked by a node finishing a pending transactional batch (producer_batches)."""
+        await self._caught_up(envelope.header)
+        header = envelope.header
+        shell = await self._shell(str(header["v"]), str(header["q"]))
+        holds = holds_batch(shell, str(header["producer"]), int(str(header["seq"])),
+                            int(str(header["since"])))
+        return Envelope("ok", {"holds": holds})
 
     async def _purge(self, peer: str, envelope: Envelope) -> Envelope:
         await self._caught_up(envelope.header)

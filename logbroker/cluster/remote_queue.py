@@ -170,6 +170,11 @@ class RemoteQueue:
         answer = await self._registry.call(self._node, "q.purge", self._header())
         return int(answer.header["count"])
 
+    async def holds_batch(self, producer: str, seq: int, since_ms: int) -> bool:
+        answer = await self._registry.call(self._node, "q.holds_batch", self._header(
+            producer=producer, seq=seq, since=since_ms))
+        return bool(answer.header["holds"])
+
 
 class RemoteQueueRegistry:
     def __init__(self, node: ClusterNode) -> None:

@@ -63,6 +63,11 @@ class RemoteQueueEndpoint(QueueEndpoint, Protocol):
 
     async def purge(self) -> int: ...
 
+    async def holds_batch(self, producer: str, seq: int, since_ms: int) -> bool:
+        """Whether the queue's log has a message of transactional batch (producer, seq)
+        since `since_ms` (`logbroker.producer_batches`)."""
+        ...
+
 
 class RemoteQueues(Protocol):
     """The cluster's side of the broker: queues led elsewhere, and forwarded publishes."""

@@ -11,7 +11,7 @@ from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig, Session
 from logbroker.message import Message
 from logbroker.metadata import CommitProducerBatch
-from logbroker.producer_batches import BatchConflict
+from logbroker.producer_batches import BatchConflict, ProducerBatches
 from logbroker.staged_parts import BatchKey
 
 SESSION = Session("conn-1", "guest", "/")
@@ -72,4 +72,46 @@ async def test_a_pending_commit_is_finished_where_it_was_not(tmp_path: Path) -> 
     record = broker.state.producer("/", "p")
     assert record is not None and record.pending == ()
     assert (await batches.commit("/", "p", 4, [again])).duplicate
+    await broker.close()
+
+
+class _Endpoint:
+    def __init__(self, holds: bool) -> None:
+        self.holds = holds
+        self.asked: list[tuple[str, int, int]] = []
+
+    async def holds_batch(self, producer: str, seq: int, since_ms: int) -> bool:
+        self.asked.append((producer, seq, since_ms))
+        return self.holds
+
+
+class _Remote:
+    """Queues led by other nodes: `r-held` has the batch already, `r-missing` not."""
+
+    def __init__(self) -> None:
+        self.endpoints = {"r-held": _Endpoint(True), "r-missing": _Endpoint(False)}
+        self.published: list[tuple[bytes, list[str]]] = []
+
+    def endpoint(self, vhost: str, name: str) -> _Endpoint:
+        return self.endpoints[name]
+
+    async def publish(self, vhost: str, items: list[tuple[Message, list[str]]]) -> list[bool]:
+        self.published.extend((message.body, names) for message, names in items)
+        return [True] * len(items)
+
+
+async def test_a_pending_batch_skips_queues_led_elsewhere_that_hold_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = await open_broker(tmp_path)
+    remote = _Remote()
+    batches = ProducerBatches(lambda: broker.state, broker.apply, broker.publisher,
+                              lambda: remote)  # type: ignore[arg-type,return-value]
+    monkeypatch.setattr(broker.publisher, "route_all",
+                        lambda vhost, exchange, message: ([], ["r-held", "r-missing"]))
+    await broker.apply(CommitProducerBatch("/", "p", 2, 1234))
+    part = batches.stage("/", "p", 2, [Message("fan", "", b"x")])
+    outcome = await batches.commit("/", "p", 2, [part])
+    assert (outcome.duplicate, outcome.messages, outcome.refused) == (False, 1, 0)
+    assert remote.endpoints["r-held"].asked == [("p", 2, 1234)]
+    assert remote.published == [(b"x", ["r-missing"])]  # not to the queue that has it
     await broker.close()
