@@ -43,7 +43,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from logbroker.message import Message
+from logbroker.message import Message, Properties, encode_properties
 from logbroker.metadata import CommitProducerBatch, MetadataState, ProducerBatchApplied
 from logbroker.metadata.commands import Command
 from logbroker.publishing import Publisher, PublishResult
@@ -106,7 +106,7 @@ class ProducerBatches:
                                 f"batch {seq} of producer '{producer}' is behind its last "
                                 f"committed batch {record.last_committed_seq}")
         token = os.urandom(12).hex()
-        stamped = [_stamped(message, producer, seq) for message in messages]
+        stamped = _stamped(messages, producer, seq)
         self.staged.stage(BatchKey(vhost, producer, seq), token, stamped, _now_ms())
         return token
 
@@ -214,12 +214,23 @@ def holds_batch(shell: QueueShell, producer: str, seq: int, since_ms: int) -> bo
     return False
 
 
-def _stamped(message: Message, producer: str, seq: int) -> Message:
-    # A copy: the properties object may be shared by the request's other messages.
-    properties = copy.copy(message.properties)
-    properties.headers = {**(message.properties.headers or {}),
-                          PRODUCER_ID_HEADER: producer, PRODUCER_SEQ_HEADER: seq}
-    return message.with_properties(properties)
+def _stamped(messages: Sequence[Message], producer: str, seq: int) -> list[Message]:
+    """The messages with the batch's stamp in their headers. Messages that shared
+    properties share the stamped ones, encoded once (a part's messages mostly do)."""
+    stamped_of: dict[int, tuple[Properties, bytes]] = {}
+    out = []
+    for message in messages:
+        original = message.properties
+        stamped = stamped_of.get(id(original))
+        if stamped is None:
+            # A copy: the properties object is shared with the request's other messages.
+            properties = copy.copy(original)
+            properties.headers = {**(original.headers or {}),
+                                  PRODUCER_ID_HEADER: producer, PRODUCER_SEQ_HEADER: seq}
+            stamped = stamped_of[id(original)] = (properties, encode_properties(properties))
+        out.append(Message(message.exchange, message.routing_key, message.body, stamped[0],
+                           message.timestamp_ms, _encoded_properties=stamped[1]))
+    return out
 
 
 def _now_ms() -> int:
