@@ -18,6 +18,7 @@ import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from logbroker.batch_staging import BatchStaging
 from logbroker.broker_access import BrokerAccess
 from logbroker.broker_config import BrokerConfig
 from logbroker.connections import ConnectionRegistry
@@ -105,8 +106,10 @@ class Broker(BrokerAccess):
         # deliver now (its leader lease, logbroker.cluster.leader_lease).
         self.may_deliver: DeliveryCheck | None = None
         self.publisher = Publisher(self.router, self.queue, lambda: self.remote)
+        staging = BatchStaging(lambda: self.state, self.apply, self.publisher, self.queue,
+                               self.place_queue, self.released)
         self.producer_batches = ProducerBatches(lambda: self.state, self.apply, self.publisher,
-                                                lambda: self.remote)
+                                                lambda: self.remote, staging)
         self.connections = ConnectionRegistry()
         self._retention_task: asyncio.Future[None] | None = None
         watermarks = Watermarks(
@@ -149,7 +152,6 @@ class Broker(BrokerAccess):
     def start_background(self) -> None:
         """Resource alarms and the retention sweep (call inside the event loop)."""
         self.resources.start()
-        self.producer_batches.start()
         self._retention_task = asyncio.ensure_future(self._sweep_retention())
 
     def bootstrap_commands(self) -> list[Command]:
@@ -160,7 +162,6 @@ class Broker(BrokerAccess):
     async def close(self) -> None:
         if self._retention_task is not None:
             self._retention_task.cancel()
-        self.producer_batches.stop()
         await self.resources.stop()
         if self.roles is not None:
             await self.roles.settle()

@@ -3,57 +3,53 @@
 A producer (a Spark sink, any client that needs exactly-once publishing)
 names itself with a producer id and numbers its batches with increasing
 sequence numbers. It stages the messages of batch `seq` in parts (checked as
-a publish is, held by `StagedParts`), then commits the parts it wants. The
-commit:
+a publish is, kept in the batch's durable, replicated staging queue by
+`BatchStaging`), then commits the parts it wants. The commit, at the node
+that leads the staging queue:
 
 1. answers "already committed" and publishes nothing when the metadata says
    `seq` was committed and applied (`producer_commands`);
-2. takes the listed parts (the batch's other parts are discarded);
+2. reads the listed parts whole (the batch's other parts are discarded);
 3. records the commit in the metadata (`CommitProducerBatch`: durable on a
    standalone node, Raft-replicated in a cluster) *before* anything is routed;
 4. routes every message of the batch in one call of the publisher, so each
    target queue appends its share in one write: a consumer sees all of the
    batch's messages in its queue or none of them;
-5. waits until every target queue holds its share durably, then records
-   `ProducerBatchApplied`.
+5. waits until every target queue holds its share durably, records
+   `ProducerBatchApplied`, and deletes the staging queue.
 
 If the committing node stops between 3 and 5, the batch stays *pending*: the
-commit record exists, its messages may be in some queues and not others. A
-commit of the same batch again (the client saw no answer and retries, with
-the parts staged again if the node restarted) re-applies it, skipping every
-local queue that already holds messages stamped with this producer and
-sequence since the commit time. Every published message carries the stamp
-as headers `x-producer-id` and `x-producer-seq`.
-
-Queues led by other nodes are asked over the cluster link (`q.holds_batch`),
-so a batch is finished on any node without a duplicate.
-
-What this does not cover yet: staged parts live in the memory of the node
-that staged them (a restart loses them: the commit then answers that the
-parts are unknown and the producer stages the batch again; nothing committed
-is lost, nothing is published twice).
+commit record exists, its messages may be in some queues and not others, and
+the staging queue still holds the parts (on its replicas). A commit of the
+same batch again, at whichever node leads the staging queue then, re-applies
+it, skipping every target queue that already holds messages stamped with this
+producer and sequence since the commit time (asked over the cluster link,
+`q.holds_batch`, for queues led elsewhere). Every published message carries
+the stamp as headers `x-producer-id` and `x-producer-seq`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from logbroker.message import Message, Properties, encode_properties
+from logbroker.batch_staging import (
+    PRODUCER_ID_HEADER,
+    PRODUCER_SEQ_HEADER,
+    BatchStaging,
+    NotLeader,
+    OpenBatch,
+)
+from logbroker.message import Message
 from logbroker.metadata import CommitProducerBatch, MetadataState, ProducerBatchApplied
 from logbroker.metadata.commands import Command
 from logbroker.publishing import Publisher, PublishResult
 from logbroker.queue.queue_endpoint import RemoteQueues
 from logbroker.queue.queue_shell import QueueShell
-from logbroker.staged_parts import BatchKey, OpenBatch, StagedParts, StagingLimits
+from logbroker.staging_queues import BatchKey, UnknownParts, select_parts
 
-PRODUCER_ID_HEADER = "x-producer-id"
-PRODUCER_SEQ_HEADER = "x-producer-seq"
-SWEEP_S = 10.0
 STAMP_SCAN_BYTES = 1 << 20
 
 
@@ -78,48 +74,45 @@ class ProducerBatches:
     """The node's transactional batches; one lock per producer orders its commits."""
 
     def __init__(self, state: StateSource, apply: Apply, publisher: Publisher,
-                 remote: RemoteLookup, limits: StagingLimits | None = None) -> None:
+                 remote: RemoteLookup, staging: BatchStaging) -> None:
         self._state = state
         self._apply = apply
         self._publisher = publisher
         self._remote = remote
-        self.staged = StagedParts(limits)
+        self.staging = staging
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
-        self._sweeper: asyncio.Future[None] | None = None
 
-    def start(self) -> None:
-        self._sweeper = asyncio.ensure_future(self._sweep())
-
-    def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-
-    def stage(self, vhost: str, producer: str, seq: int, messages: Sequence[Message]) -> str:
+    async def stage(self, vhost: str, producer: str, seq: int, messages: Sequence[Message]
+                    ) -> str:
         """Stage a part of batch `seq` (its messages already checked); its token."""
         record = self._state().producer(vhost, producer)
-        # A pending batch takes parts again: its commit did not finish, and the
-        # producer stages the batch anew when the node lost the first parts.
+        # A pending batch takes parts again: its commit did not finish.
         if record is not None and record.pending_commit_ms(seq) is None and (
                 seq in record.committed or seq < record.last_committed_seq):
             raise BatchConflict(f"batch {seq} of producer '{producer}' is already committed"
                                 if seq in record.committed else
                                 f"batch {seq} of producer '{producer}' is behind its last "
                                 f"committed batch {record.last_committed_seq}")
-        token = os.urandom(12).hex()
-        stamped = _stamped(messages, producer, seq)
-        self.staged.stage(BatchKey(vhost, producer, seq), token, stamped, _now_ms())
-        return token
+        return await self.staging.stage(vhost, producer, seq, messages)
 
-    def abort(self, vhost: str, producer: str, seq: int) -> int:
-        """Discard batch `seq`'s staged parts; how many there were."""
+    async def abort(self, vhost: str, producer: str, seq: int) -> int | None:
+        """Discard batch `seq`'s staged parts; how many there were (None: not known here)."""
         record = self._state().producer(vhost, producer)
         if record is not None and seq in record.committed:
             raise BatchConflict(f"batch {seq} of producer '{producer}' is committed; "
                                 "it cannot be aborted")
-        return self.staged.discard(BatchKey(vhost, producer, seq))
+        try:
+            parts = self.staging.parts(vhost, producer, seq)
+        except NotLeader:
+            parts = None
+            count = None
+        else:
+            count = len(parts) if parts is not None else 0
+        await self.staging.discard(vhost, producer, seq)
+        return count
 
     def open_batches(self, vhost: str, producer: str) -> list[OpenBatch]:
-        return self.staged.open_batches(vhost, producer)
+        return self.staging.open_batches(vhost, producer)
 
     async def commit(self, vhost: str, producer: str, seq: int, tokens: Sequence[str]
                      ) -> CommitOutcome:
@@ -135,12 +128,15 @@ class ProducerBatches:
         record = self._state().producer(key.vhost, key.producer)
         commit_ms = record.pending_commit_ms(key.seq) if record is not None else None
         if record is not None and key.seq in record.committed and commit_ms is None:
-            self.staged.discard(key)
+            await self.staging.discard(key.vhost, key.producer, key.seq)
             return CommitOutcome(duplicate=True, messages=0, unroutable=0, refused=0)
         if record is not None and key.seq < record.last_committed_seq and commit_ms is None:
             raise BatchConflict(f"batch {key.seq} of producer '{key.producer}' is behind its "
                                 f"last committed batch {record.last_committed_seq}")
-        messages = [m for part in self.staged.take(key, tokens) for m in part.messages]
+        parts = self.staging.parts(key.vhost, key.producer, key.seq) if tokens else {}
+        if parts is None:
+            raise UnknownParts(tokens)
+        messages = select_parts(parts, tokens)
         skip: set[str] = set()
         if commit_ms is None:
             await self._apply(CommitProducerBatch(key.vhost, key.producer, key.seq, _now_ms()))
@@ -148,6 +144,7 @@ class ProducerBatches:
             skip = await self._queues_holding(key, messages, commit_ms)
         results = await self._publish(key.vhost, messages, skip)
         await self._apply(ProducerBatchApplied(key.vhost, key.producer, key.seq))
+        await self.staging.discard(key.vhost, key.producer, key.seq)
         return CommitOutcome(
             duplicate=False, messages=len(messages),
             unroutable=sum(1 for result in results if not result.routed),
@@ -190,11 +187,6 @@ class ProducerBatches:
                 holding.add(name)
         return holding
 
-    async def _sweep(self) -> None:
-        while True:
-            await asyncio.sleep(SWEEP_S)
-            self.staged.expire(_now_ms())
-
 
 def holds_batch(shell: QueueShell, producer: str, seq: int, since_ms: int) -> bool:
     """Whether the queue's log has a message of batch (producer, seq) since `since_ms`:
@@ -212,25 +204,6 @@ def holds_batch(shell: QueueShell, producer: str, seq: int, since_ms: int) -> bo
                 return True
         offset = records[-1].offset + 1
     return False
-
-
-def _stamped(messages: Sequence[Message], producer: str, seq: int) -> list[Message]:
-    """The messages with the batch's stamp in their headers. Messages that shared
-    properties share the stamped ones, encoded once (a part's messages mostly do)."""
-    stamped_of: dict[int, tuple[Properties, bytes]] = {}
-    out = []
-    for message in messages:
-        original = message.properties
-        stamped = stamped_of.get(id(original))
-        if stamped is None:
-            # A copy: the properties object is shared with the request's other messages.
-            properties = copy.copy(original)
-            properties.headers = {**(original.headers or {}),
-                                  PRODUCER_ID_HEADER: producer, PRODUCER_SEQ_HEADER: seq}
-            stamped = stamped_of[id(original)] = (properties, encode_properties(properties))
-        out.append(Message(message.exchange, message.routing_key, message.body, stamped[0],
-                           message.timestamp_ms, _encoded_properties=stamped[1]))
-    return out
 
 
 def _now_ms() -> int:

@@ -19,9 +19,10 @@ from api.http.http_errors import ApiError
 from api.http.http_publish import build_message, check_not_blocked, exchange_name
 from api.http.path_names import path_name
 from api.http.request_body import RequestBody
+from logbroker.batch_staging import NotLeader, StagingRefused
 from logbroker.metadata.producer_commands import MAX_PRODUCER_NAME_BYTES
 from logbroker.producer_batches import BatchConflict
-from logbroker.staged_parts import StagingLimit, UnknownParts
+from logbroker.staging_queues import UnknownParts
 
 router = APIRouter(tags=["transactional batch publish"])
 Context = Depends(api_context)
@@ -47,6 +48,17 @@ def producer_name(raw: str) -> str:
     return name
 
 
+def leader_elsewhere(ctx: ApiContext, node: str | None, what: str) -> ApiError:
+    """421 naming the node that leads the batch's staging queue, as a replay does."""
+    record = ctx.broker.state.cluster_node(node) if node is not None else None
+    if record is None:
+        return ApiError(503, f"{what}: the node that holds its staged parts is not known now; "
+                             "retry shortly")
+    url = f"http://{record.host}:{record.http_port}"
+    return ApiError(421, f"{what} is staged on node '{node}': commit it at {url}",
+                    headers={"X-Queue-Leader-Url": url})
+
+
 @router.post("/api/producers/{vhost}/{producer}/batches/{seq}/parts", status_code=201)
 async def stage_part(vhost: str, producer: str, body: PartBody, seq: int = Seq,
                      ctx: ApiContext = Context, who: Principal = Authenticated
@@ -60,10 +72,10 @@ async def stage_part(vhost: str, producer: str, body: PartBody, seq: int = Seq,
     messages = [build_message(ctx.broker, who_session, exchange, item, index, checked)
                 for index, item in enumerate(body.messages)]
     try:
-        token = ctx.broker.producer_batches.stage(vhost_name, name, seq, messages)
+        token = await ctx.broker.producer_batches.stage(vhost_name, name, seq, messages)
     except BatchConflict as error:
         raise ApiError(409, str(error)) from error
-    except StagingLimit as error:
+    except StagingRefused as error:
         raise ApiError(413 if error.too_large else 503, error.text) from error
     return {"part": token, "messages": len(messages),
             "bytes": sum(len(message.body) for message in messages)}
@@ -80,11 +92,12 @@ async def commit_batch(vhost: str, producer: str, body: CommitBody, seq: int = S
         outcome = await ctx.broker.producer_batches.commit(vhost_name, name, seq, body.parts)
     except BatchConflict as error:
         raise ApiError(409, str(error)) from error
+    except NotLeader as error:
+        raise leader_elsewhere(ctx, error.node, f"batch {seq} of producer '{name}'") from error
     except UnknownParts as error:
         raise ApiError(409, f"batch {seq} of producer '{name}' has no staged part "
-                            f"{', '.join(error.tokens)} (expired, aborted, never staged, or "
-                            "lost in a broker restart): stage the batch again", "parts"
-                       ) from error
+                            f"{', '.join(error.tokens)} (expired, aborted or never staged): "
+                            "stage the batch again", "parts") from error
     return {"producer": name, "seq": seq, "committed": True, "duplicate": outcome.duplicate,
             "messages": outcome.messages, "unroutable": outcome.unroutable,
             "refused": outcome.refused}
@@ -96,7 +109,7 @@ async def abort_batch(vhost: str, producer: str, seq: int = Seq, ctx: ApiContext
     vhost_name, name = path_name(vhost), producer_name(producer)
     session(ctx, who, vhost_name)
     try:
-        discarded = ctx.broker.producer_batches.abort(vhost_name, name, seq)
+        discarded = await ctx.broker.producer_batches.abort(vhost_name, name, seq)
     except BatchConflict as error:
         raise ApiError(409, str(error)) from error
     return {"producer": name, "seq": seq, "aborted": True, "discarded_parts": discarded}
@@ -116,7 +129,6 @@ async def producer_view(vhost: str, producer: str, ctx: ApiContext = Context,
         "last_committed_seq": record.last_committed_seq if record is not None else None,
         "committed_seqs": list(record.committed) if record is not None else [],
         "pending_seqs": [seq for seq, _ in record.pending] if record is not None else [],
-        "open_batches": [{"seq": b.seq, "parts": b.parts, "messages": b.messages,
-                          "bytes": b.size_bytes, "expires_at_ms": b.expires_at_ms}
+        "open_batches": [{"seq": b.seq, "messages": b.messages, "bytes": b.size_bytes}
                          for b in batches],
     }

@@ -3,8 +3,8 @@
 A batch's listed parts become routable together, once: a commit sent twice
 publishes nothing the second time, a part left out (a failed task attempt's)
 is discarded, an aborted or unknown part is refused, and a broker killed with
-SIGKILL between stage and commit loses the staged rows but never a committed
-batch (the commit answers 409 and the producer stages again).
+SIGKILL between stage and commit keeps both what was staged (in the batch's
+durable staging queue) and what was committed.
 """
 
 from __future__ import annotations
@@ -147,26 +147,24 @@ def own_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
         process.stop()
 
 
-def test_kill_between_stage_and_commit_loses_staging_not_commits(
-        own_broker: BrokerProcess) -> None:
+def test_staged_parts_and_commits_survive_a_kill(own_broker: BrokerProcess) -> None:
     auth = ("guest", "guest")
     with httpx.Client(base_url=own_broker.url, auth=auth, timeout=10.0) as http:
         declare(http, "tx-kill")
         done = stage(http, "p-kill", 0, "tx-kill", ["committed"])
         commit(http, "p-kill", 0, [done])
-        lost = stage(http, "p-kill", 1, "tx-kill", ["staged"])
+        staged = stage(http, "p-kill", 1, "tx-kill", ["staged-1", "staged-2"])
+        assert payloads(http, "tx-kill") == ["committed"]
     own_broker.process.send_signal(signal.SIGKILL)
     own_broker.process.wait(10)
     restarted = start_broker(own_broker.data_dir)
     try:
         with httpx.Client(base_url=restarted.url, auth=auth, timeout=10.0) as http:
             assert commit(http, "p-kill", 0, [done])["duplicate"] is True
-            commit(http, "p-kill", 1, [lost], status=409)
-            assert payloads(http, "tx-kill") == ["committed"]
-            again = stage(http, "p-kill", 1, "tx-kill", ["staged"])
-            assert commit(http, "p-kill", 1, [again])["messages"] == 1
-            assert commit(http, "p-kill", 1, [again])["duplicate"] is True
-            assert payloads(http, "tx-kill") == ["committed", "staged"]
+            assert commit(http, "p-kill", 1, [staged])["messages"] == 2
+            assert commit(http, "p-kill", 1, [staged])["duplicate"] is True
+            assert payloads(http, "tx-kill") == ["committed", "staged-1", "staged-2"]
+            assert ok(http.get(f"{BASE}/p-kill"))["open_batches"] == []
     finally:
         restarted.stop()
 

@@ -12,7 +12,6 @@ from logbroker.broker_config import BrokerConfig, Session
 from logbroker.message import Message
 from logbroker.metadata import CommitProducerBatch
 from logbroker.producer_batches import BatchConflict, ProducerBatches
-from logbroker.staged_parts import BatchKey
 
 SESSION = Session("conn-1", "guest", "/")
 
@@ -36,7 +35,7 @@ async def open_broker(tmp_path: Path) -> Broker:
 async def test_a_commit_publishes_once_and_stamps_the_messages(tmp_path: Path) -> None:
     broker = await open_broker(tmp_path)
     batches = broker.producer_batches
-    part = batches.stage("/", "p", 0, [Message("fan", "", b"x"), Message("fan", "", b"y")])
+    part = await batches.stage("/", "p", 0, [Message("fan", "", b"x"), Message("fan", "", b"y")])
     outcome = await batches.commit("/", "p", 0, [part])
     assert (outcome.duplicate, outcome.messages) == (False, 2)
     assert (await batches.commit("/", "p", 0, [part])).duplicate
@@ -48,7 +47,8 @@ async def test_a_commit_publishes_once_and_stamps_the_messages(tmp_path: Path) -
     record = broker.state.producer("/", "p")
     assert record is not None and record.pending == ()
     with pytest.raises(BatchConflict):
-        batches.stage("/", "p", 0, [Message("fan", "", b"late")])
+        await batches.stage("/", "p", 0, [Message("fan", "", b"late")])
+    assert batches.open_batches("/", "p") == []  # the staging queue went with the commit
     await broker.close()
 
 
@@ -58,13 +58,16 @@ async def test_a_pending_commit_is_finished_where_it_was_not(tmp_path: Path) -> 
     batches = broker.producer_batches
     await broker.apply(CommitProducerBatch("/", "p", 4, 0))
     await definitions.bind_queue(broker, SESSION, "b", "fan", "", unbind=True)
-    half = batches.stage("/", "p", 4, [Message("fan", "", b"m1"), Message("fan", "", b"m2")])
+    part = await batches.stage("/", "p", 4, [Message("fan", "", b"m1"),
+                                             Message("fan", "", b"m2")])
     # Publish as the interrupted commit did, to `a` only (b is unbound for that).
-    for message in batches.staged.take(BatchKey("/", "p", 4), [half])[0].messages:
+    parts = batches.staging.parts("/", "p", 4)
+    assert parts is not None
+    for message in parts[part]:
         await broker.publisher.publish("/", message)
     await definitions.bind_queue(broker, SESSION, "b", "fan", "")
-    # The producer saw no answer: it stages the batch again and commits.
-    again = batches.stage("/", "p", 4, [Message("fan", "", b"m1"), Message("fan", "", b"m2")])
+    # The producer saw no answer and commits again: the staged parts are still there.
+    again = part
     outcome = await batches.commit("/", "p", 4, [again])
     assert not outcome.duplicate
     assert bodies(broker, "a") == [b"m1", b"m2"]  # not twice
@@ -105,11 +108,12 @@ async def test_a_pending_batch_skips_queues_led_elsewhere_that_hold_it(
     broker = await open_broker(tmp_path)
     remote = _Remote()
     batches = ProducerBatches(lambda: broker.state, broker.apply, broker.publisher,
-                              lambda: remote)  # type: ignore[arg-type,return-value]
+                              lambda: remote,  # type: ignore[arg-type,return-value]
+                              broker.producer_batches.staging)
     monkeypatch.setattr(broker.publisher, "route_all",
                         lambda vhost, exchange, message: ([], ["r-held", "r-missing"]))
     await broker.apply(CommitProducerBatch("/", "p", 2, 1234))
-    part = batches.stage("/", "p", 2, [Message("fan", "", b"x")])
+    part = await batches.stage("/", "p", 2, [Message("fan", "", b"x")])
     outcome = await batches.commit("/", "p", 2, [part])
     assert (outcome.duplicate, outcome.messages, outcome.refused) == (False, 1, 0)
     assert remote.endpoints["r-held"].asked == [("p", 2, 1234)]
