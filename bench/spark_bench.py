@@ -32,6 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from api.client import Client, OutgoingMessage  # noqa: E402
 from bench.free_ports import free_port  # noqa: E402
+from connectors.spark.data_source import LogbrokerDataSource  # noqa: E402
+from connectors.spark.queue_reading import read_slice  # noqa: E402
+from connectors.spark.record_columns import records_tuples  # noqa: E402
+from connectors.spark.source_options import parse_source_options  # noqa: E402
+from connectors.spark.stream_reader import LogbrokerStreamReader  # noqa: E402
 
 TARGET = 0.5
 
@@ -106,10 +111,30 @@ def spark_session() -> Any:
     return spark
 
 
+class TupleSource(LogbrokerDataSource):
+    """The source yielding a tuple per row instead of Arrow batches: only to measure which
+    of the two the installed PySpark reads faster (`--compare-tuples`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "logbroker_tuples"
+
+    def streamReader(self, schema: Any) -> LogbrokerStreamReader:
+        return TupleStreamReader(parse_source_options(self._options()), 2)
+
+
+class TupleStreamReader(LogbrokerStreamReader):
+    def read(self, partition: Any) -> Any:
+        for rows in read_slice(partition.connection, partition.piece,
+                               partition.fail_on_data_loss, records_tuples):
+            yield from rows
+
+
 def spark_source(spark: Any, url: str, queue: str, count: int, body_bytes: int,
-                 checkpoint: Path) -> dict[str, Any]:
+                 checkpoint: Path, source_format: str = "logbroker") -> dict[str, Any]:
     started = time.perf_counter()
-    query = (spark.readStream.format("logbroker").option("brokers", url).option("queue", queue)
+    query = (spark.readStream.format(source_format).option("brokers", url)
+             .option("queue", queue)
              .option("startingOffsets", "earliest").load()
              .writeStream.format("noop").option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
@@ -147,6 +172,8 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--body-bytes", type=int, default=1024)
     parser.add_argument("--sink-batch-rows", type=int, default=100_000)
+    parser.add_argument("--compare-tuples", action="store_true",
+                        help="also read with a tuple per row, to compare with Arrow batches")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     broker, url = start_broker(workdir / "data")
@@ -160,6 +187,12 @@ def main() -> None:
         log("reading with Spark (AvailableNow, noop sink)")
         source = spark_source(spark, url, "bench-src", args.messages, args.body_bytes,
                               workdir / "checkpoint")
+        tuples = None
+        if args.compare_tuples:
+            log("reading with Spark, a tuple per row")
+            spark.dataSource.register(TupleSource)
+            tuples = spark_source(spark, url, "bench-src", args.messages, args.body_bytes,
+                                  workdir / "checkpoint-tuples", "logbroker_tuples")
         log("writing with Spark")
         sink = spark_sink(spark, url, "bench-dst", args.messages, args.body_bytes,
                           min(args.sink_batch_rows, args.messages))
@@ -168,6 +201,9 @@ def main() -> None:
             "bench": "spark", "messages": args.messages, "body_bytes": args.body_bytes,
             "ws_publish": publish, "broker_replay": replay, "spark_source": source,
             "spark_sink": sink,
+            **({"spark_source_tuples": tuples,
+                "arrow_vs_tuples_rows_s": source["rows_s"] / tuples["rows_s"]}
+               if tuples else {}),
             "source_vs_replay_mb_s": source["mb_s"] / replay["mb_s"],
             "sink_vs_ws_publish_rows_s": sink["rows_s"] / publish["rows_s"],
             "target": TARGET}), flush=True)

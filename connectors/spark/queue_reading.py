@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-
-import pyarrow as pa
+from typing import Any
 
 from api.client.errors import ConnectionFailed
 from connectors.spark.broker_http import BrokerHttp
@@ -20,6 +19,7 @@ from connectors.spark.source_options import Connection, SourceOptions
 logger = logging.getLogger("connectors.spark")
 PAGE_MESSAGES = 100_000  # the broker's most per page
 PAGE_BYTES = 8 << 20
+RowsOfPage = Callable[[str, Sequence[Mapping[str, Any]]], Any]
 
 
 class DataLossError(RuntimeError):
@@ -76,9 +76,10 @@ def initial_offsets(http: BrokerHttp, options: SourceOptions) -> Offsets:
     return start_offsets(options.start, options.queues, bounds, resolved)
 
 
-def read_slice(connection: Connection, piece: QueueSlice, fail_on_data_loss: bool
-               ) -> Iterator[pa.RecordBatch]:
-    """The records of [start, end) of one queue, one Arrow batch per replay page."""
+def read_slice(connection: Connection, piece: QueueSlice, fail_on_data_loss: bool,
+               rows: RowsOfPage = records_batch) -> Iterator[Any]:
+    """The records of [start, end) of one queue: `rows` of each replay page (an Arrow
+    batch; the bench measures tuples with `records_tuples`)."""
     cursor = piece.start
     deadline: float | None = None
     with BrokerHttp(connection) as http:
@@ -94,7 +95,7 @@ def read_slice(connection: Connection, piece: QueueSlice, fail_on_data_loss: boo
                     raise DataLossError(lost.message())
                 logger.warning("logbroker source: %s; skipping ahead", lost.message())
             if messages:
-                yield records_batch(piece.queue, messages)
+                yield rows(piece.queue, messages)
                 deadline = None
             next_offset = int(page["next_offset"])
             if next_offset <= cursor:
