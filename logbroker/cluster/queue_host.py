@@ -51,7 +51,7 @@ from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
 from logbroker.message import Message
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.queue_shell import QueueShell
-from logbroker.queue.replication_gate import GateFenced
+from logbroker.queue.replication_gate import ConfirmRefused, GateFenced
 from segments.record_batch import LogRecord, Record
 
 if TYPE_CHECKING:
@@ -201,7 +201,13 @@ class QueueHost:
             routed.append((decode_message(blob), shells))
         appended = broker.publisher.start_routed(routed)
         self._holds.after_publish(peer, vhost, [s for s in opened.values() if s is not None])
-        results = await appended
+        try:
+            results = await appended
+        except ConfirmRefused as refused:
+            # An expected outcome (a leader fenced meanwhile, too few replicas), not a
+            # fault of this request: the publisher gets nacks, as a local one would.
+            logger.info("publish forwarded by %s not confirmed (nacked): %s", peer, refused)
+            return Envelope("ok", {"c": [False] * len(routed)})
         return Envelope("ok", {"c": [r.confirmed and i not in missing
                                      for i, r in enumerate(results)]})
 
