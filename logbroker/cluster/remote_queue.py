@@ -126,9 +126,13 @@ class RemoteQueue:
             registry.give_back(forwarded)
             raise
         if registry.sinks.get(sink.channel_key) is not sink:
-            # The channel closed while B registered the consumer; B dropped it when the
-            # close came after the consume. Nothing here may keep the channel's state.
+            # The channel closed while B registered the consumer. Nothing here may keep
+            # the channel's state, and B may have registered it after the close reached
+            # it (B waited to catch up, or for the queue to open): then nothing else
+            # would drop it there until the link breaks, nor free its sink.
             registry.give_back(forwarded)
+            registry.dropped_unanswered(self._node, self._header(
+                tag=consumer.tag, ck=sink.channel_key))
             return
         # The caller registers the tag with its channel before this loop turn ends.
         forwarded.ready = True
@@ -271,6 +275,20 @@ class RemoteQueueRegistry:
         self._node.rpc.post(node, Envelope("q.return", {
             "ck": channel_key, "q": queue, "tag": tag, "gone": gone, "o": offsets}),
             ("q.return", channel_key, queue, tag, gone))
+
+    def dropped_unanswered(self, node: str, header: dict[str, object]) -> None:
+        """A consume `node` answered after its channel closed here: undo it there.
+
+        The channel gone here: closed there too (again, if the close came after
+        the consume: a no-op), which frees its sink. A channel reopened under the
+        same key (pika reuses channel numbers) shares that sink: only the consumer
+        goes, unless the new channel has a consumer with that tag by now.
+        """
+        channel_key, tag = str(header["ck"]), str(header["tag"])
+        if channel_key not in self.sinks:
+            self.notify(node, "q.channel_closed", header)
+        elif self.consumers.get(channel_key, tag) is None:
+            self.notify(node, "q.cancel", header)
 
     def forget_channel(self, node: str, channel_key: str) -> None:
         self.sinks.pop(channel_key, None)

@@ -10,15 +10,16 @@ import logging
 
 import pytest
 
-from logbroker import definitions
+from logbroker import consuming, definitions
 from logbroker.cluster.cluster_node import ClusterNode
-from tests.unit.logbroker.cluster.test_cluster_nodes import cluster as cluster  # the fixture
 from tests.unit.logbroker.cluster.test_cluster_nodes import (
+    RecordingSink,
     persistent,
     session,
     shell_of,
     wait_for,
 )
+from tests.unit.logbroker.cluster.test_cluster_nodes import cluster as cluster  # the fixture
 
 pytestmark = pytest.mark.timeout(30)
 REPLICATED = {"x-queue-replicas": 3, "x-queue-leader-locator": "client-local"}
@@ -60,3 +61,35 @@ async def test_a_publish_forwarded_to_a_leader_fenced_meanwhile_is_nacked_withou
     assert errors == [], [r.getMessage() for r in errors]
     assert any("not confirmed" in r.getMessage() and r.name.endswith("queue_host")
                for r in caplog.records)
+
+
+async def test_a_consume_answered_after_its_channel_closed_leaves_no_consumer_or_sink(
+    cluster: dict[str, ClusterNode], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The leader registers the consumer only after the channel's close reached it (it
+    waited to catch up meanwhile): the close found nothing to drop there, so the client's
+    node, which learns of it from the answer, must drop it, or it stays until the link
+    breaks (an empty queue never delivers to it, which would also have dropped it)."""
+    a, c = cluster["a"], cluster["c"]
+    await definitions.declare_queue(a.broker, session(a), "late-answer",
+                                    arguments={"x-queue-leader-locator": "client-local"})
+    await wait_for(lambda: c.metadata.state.queue("/", "late-answer") is not None,
+                   "the queue on c")
+    shell = shell_of(a, "late-answer")
+    host = a.queue_host
+    real_caught_up = host._caught_up
+
+    async def slow_caught_up(header: dict[str, object]) -> None:
+        await asyncio.sleep(0.1)  # c's close arrives while a waits here
+        await real_caught_up(header)
+
+    monkeypatch.setattr(host, "_caught_up", slow_caught_up)
+    sink = RecordingSink("conn-c:11")
+    consume = asyncio.ensure_future(consuming.consume(
+        c.broker, session(c), "late-answer", sink, consumer_tag="t", prefetch_count=5))
+    await asyncio.sleep(0.02)  # the consume is on its way to a
+    consuming.channel_closed(c.broker, "/", "conn-c:11", {"late-answer"})
+    await consume
+    await wait_for(lambda: shell.core.consumer_count == 0 and not host._sinks,
+                   "the consumer and its sink gone from a", timeout_s=1.0)
+    assert c.remote_queues.consumers.matching(channel_key="conn-c:11") == []
