@@ -3,10 +3,12 @@
 Theory of operation. A node that has a client but not the queue (A) forwards
 the client's operations to the queue's leader node (B, this module):
 
-- `q.publish`: messages with the names of their target queues here; they are
-  admitted and appended exactly as a local publish, and the answer says per
-  message whether it was confirmed (a target queue that holds its publishers
-  tells A with `q.flow`, see remote_flow.py);
+- `q.publish`: messages with the names of their target queues here (and the
+  epoch A meant for each replicated one: a queue not led here for it takes none
+  of them, see publish_epochs.py); they are admitted and appended exactly as a
+  local publish, and the answer says per message whether it was confirmed (a
+  target queue that holds its publishers tells A with `q.flow`, see
+  remote_flow.py);
 - `q.consume` registers a consumer on the local shell whose sink is a
   `ForwardedSink`: one per (node A, A's channel), so per-channel prefetch and
   channel-wide credit keep working; `q.get`, `q.counts` (with the log's range), `q.purge`;
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING, cast
 
 from logbroker import consuming
 from logbroker.broker import MOVE_WAIT_S
+from logbroker.cluster import publish_epochs
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_message import decode_message, encode_message, encode_record
 from logbroker.cluster.remote_flow import HoldAnnouncer
@@ -189,6 +192,7 @@ class QueueHost:
         names_of = envelope.header["t"]  # per message: its target queues' names
         opened = {name: await self._opened(vhost, name)  # a batch mostly has one target
                   for name in {str(name) for names in names_of for name in names}}
+        self._fence_epochs(peer, vhost, envelope.header.get("e"), opened)
         last_names: object = None
         shells: list[QueueShell] = []
         for index, (blob, names) in enumerate(zip(envelope.blobs, names_of, strict=True)):
@@ -210,6 +214,25 @@ class QueueHost:
             return Envelope("ok", {"c": [False] * len(routed)})
         return Envelope("ok", {"c": [r.confirmed and i not in missing
                                      for i, r in enumerate(results)]})
+
+    def _fence_epochs(self, peer: str, vhost: str, believed: object,
+                      opened: dict[str, QueueShell | None]) -> None:
+        """Drop from `opened` the queues this node does not lead for the epoch the
+        sender meant (`publish_epochs`): their messages are not confirmed."""
+        if not isinstance(believed, dict):
+            return  # a sender on older code
+        state = self.node.metadata.state
+        for name, epoch in believed.items():
+            shell = opened.get(str(name))
+            if shell is None:
+                continue
+            gate = shell.replication
+            why = publish_epochs.refusal(int(epoch), gate.leader.epoch if gate else None,
+                                         state.queue(vhost, str(name)), self.node.node_name)
+            if why is not None:
+                logger.info("publish from %s to queue %r in vhost %r nacked: %s",
+                            peer, name, vhost, why)
+                opened[str(name)] = None
 
     async def _consume(self, peer: str, envelope: Envelope) -> Envelope:
         await self._caught_up(envelope.header)

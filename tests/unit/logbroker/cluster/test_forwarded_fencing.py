@@ -12,6 +12,8 @@ import pytest
 
 from logbroker import consuming, definitions
 from logbroker.cluster.cluster_node import ClusterNode
+from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.forwarded_message import encode_message
 from tests.unit.logbroker.cluster.test_cluster_nodes import (
     RecordingSink,
     persistent,
@@ -93,3 +95,29 @@ async def test_a_consume_answered_after_its_channel_closed_leaves_no_consumer_or
     await wait_for(lambda: shell.core.consumer_count == 0 and not host._sinks,
                    "the consumer and its sink gone from a", timeout_s=1.0)
     assert c.remote_queues.consumers.matching(channel_key="conn-c:11") == []
+
+
+async def test_a_publish_meant_for_a_later_epoch_is_nacked_not_appended(
+    cluster: dict[str, ClusterNode],
+) -> None:
+    """c's metadata names a newer epoch of the queue than a leads: a is deposed (its shell
+    not closed yet) and must not append what c meant for the new leader."""
+    a = cluster["a"]
+    await _replicated_on_a(cluster, "epochs")
+    shell = shell_of(a, "epochs")
+    assert shell.replication is not None
+    epoch = shell.replication.leader.epoch
+
+    def forwarded(body: bytes, meant: int) -> Envelope:
+        message = persistent(body)
+        message.routing_key = "epochs"
+        return Envelope("q.publish", {"v": "/", "a": a.driver.applied_index,
+                                      "t": [["epochs"]], "e": {"epochs": meant}},
+                        (encode_message(message),))
+
+    stale = await a.queue_host._publish("c", forwarded(b"for the next leader", epoch + 1))
+    assert stale.header["c"] == [False]
+    current = await a.queue_host._publish("c", forwarded(b"for this leader", epoch))
+    assert current.header["c"] == [True]
+    # Only the second was appended: nothing by a deposed leader.
+    assert (shell.readable_end, shell.core.message_count) == (1, 1)
