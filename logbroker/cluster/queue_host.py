@@ -46,7 +46,8 @@ before a break never settles the message's later delivery, even to a channel of
 A with the same key (a consumer that followed, a reopened channel), which would
 then be lost if that consumer died (RabbitMQ ignores acks of a channel that died;
 its messages were requeued). Within the grace it still settles the copy it
-answers, which is not requeued then.
+answers, which is not requeued then (A itself drops such acks once it saw the
+break: its `RemoteQueue`s for this node are new, see remote_queue.py).
 """
 
 from __future__ import annotations
