@@ -3,10 +3,12 @@
 Theory of operation. A node that has a client but not the queue (A) forwards
 the client's operations to the queue's leader node (B, this module):
 
-- `q.publish`: messages with the names of their target queues here; they are
-  admitted and appended exactly as a local publish, and the answer says per
-  message whether it was confirmed (a target queue that holds its publishers
-  tells A with `q.flow`, see remote_flow.py);
+- `q.publish`: messages with the names of their target queues here (and the
+  epoch A meant for each replicated one: a queue not led here for it takes none
+  of them, see publish_epochs.py); they are admitted and appended exactly as a
+  local publish, and the answer says per message whether it was confirmed (a
+  target queue that holds its publishers tells A with `q.flow`, see
+  remote_flow.py);
 - `q.consume` registers a consumer on the local shell whose sink is a
   `ForwardedSink`: one per (node A, A's channel), so per-channel prefetch and
   channel-wide credit keep working; `q.get`, `q.counts` (with the log's range),
@@ -34,6 +36,19 @@ tell) are ready again `REQUEUE_GRACE_S` later and redelivered flagged
 redelivered, as when an AMQP connection drops. The grace is for A: until A sees
 the same break it may hand its client what it buffered, unflagged, and that
 copy must not come after a flagged one.
+
+Link generations fence A's acks to the deliveries they answer. Each link to A
+has a generation (`generation`), bumped when it breaks; A's channels are keyed
+here by it (`forwarded_channel_key`), every delivery, consume and get answer
+names it (`g`), and A's settles name the generation of what they answer. A settle
+counts only for offsets a channel of that generation of A still holds
+(`QueueCore.held_by_channels` over `forwarded_channel_prefix(A, g)`): one from
+before a break never settles the message's later delivery, even to a channel of
+A with the same key (a consumer that followed, a reopened channel), which would
+then be lost if that consumer died (RabbitMQ ignores acks of a channel that died;
+its messages were requeued). Within the grace it still settles the copy it
+answers, which is not requeued then (A itself drops such acks once it saw the
+break: its `RemoteQueue`s for this node are new, see remote_queue.py).
 """
 
 from __future__ import annotations
@@ -45,6 +60,7 @@ from typing import TYPE_CHECKING, cast
 
 from logbroker import consuming
 from logbroker.broker import MOVE_WAIT_S
+from logbroker.cluster import publish_epochs
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_message import decode_message, encode_message, encode_record
 from logbroker.cluster.remote_flow import HoldAnnouncer
@@ -53,7 +69,7 @@ from logbroker.message import Message
 from logbroker.producer_batches import holds_batch
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.queue_shell import QueueShell
-from logbroker.queue.replication_gate import GateFenced
+from logbroker.queue.replication_gate import ConfirmRefused, GateFenced
 from segments.record_batch import LogRecord, Record
 
 if TYPE_CHECKING:
@@ -68,9 +84,16 @@ WINDOW = 512  # deliveries in flight per forwarded channel
 REQUEUE_GRACE_S = 0.25
 
 
-def forwarded_channel_prefix(node: str) -> str:
-    """Channel keys here of the channels `node` forwards (its key follows the prefix)."""
-    return f"{node}|"
+def forwarded_channel_prefix(node: str, generation: int | None = None) -> str:
+    """The start of the channel keys here of the channels `node` forwards: over the
+    link of `generation`, or (None) over any link, for settles that name none (a
+    node on older code)."""
+    return f"{node}|" if generation is None else f"{node}|{generation}|"
+
+
+def forwarded_channel_key(node: str, generation: int, remote_key: str) -> str:
+    """The key here of `node`'s channel `remote_key` over the link of `generation`."""
+    return forwarded_channel_prefix(node, generation) + remote_key
 
 
 @dataclass
@@ -80,6 +103,7 @@ class ForwardedSink:
     host: QueueHost
     node: str
     remote_key: str
+    generation: int  # of the link to `node` this channel was opened over
     granted: int = 0
     sent: int = 0
     queues: set[tuple[str, str]] = field(default_factory=set)
@@ -88,7 +112,7 @@ class ForwardedSink:
 
     @property
     def channel_key(self) -> str:
-        return forwarded_channel_prefix(self.node) + self.remote_key
+        return forwarded_channel_key(self.node, self.generation, self.remote_key)
 
     def deliver(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
                 message: Message) -> None:
@@ -118,6 +142,7 @@ class ForwardedSink:
         # to the node after it (which keeps the order of notices).
         envelope = self._open = Envelope("q.deliver", {
             "q": queue, "ck": self.remote_key, "e": self.host.epoch_of(self, queue),
+            "g": self.generation,
             "tag": [consumer_tag], "o": [offset], "r": [redelivered], "x": [ttl_left_ms]},
             [blob])
         rpc.post(self.node, envelope)
@@ -142,6 +167,7 @@ class QueueHost:
     def __init__(self, node: ClusterNode) -> None:
         self.node = node
         self._sinks: dict[tuple[str, str], ForwardedSink] = {}
+        self._generations: dict[str, int] = {}  # per peer: its link's (see `generation`)
         rpc = node.rpc
         # Queues here holding their publishers tell the nodes publishing through them.
         self._holds = HoldAnnouncer(lambda peer, notice: rpc.post(peer, notice))
@@ -192,6 +218,7 @@ class QueueHost:
         names_of = envelope.header["t"]  # per message: its target queues' names
         opened = {name: await self._opened(vhost, name)  # a batch mostly has one target
                   for name in {str(name) for names in names_of for name in names}}
+        self._fence_epochs(peer, vhost, envelope.header.get("e"), opened)
         last_names: object = None
         shells: list[QueueShell] = []
         for index, (blob, names) in enumerate(zip(envelope.blobs, names_of, strict=True)):
@@ -204,9 +231,34 @@ class QueueHost:
             routed.append((decode_message(blob), shells))
         appended = broker.publisher.start_routed(routed)
         self._holds.after_publish(peer, vhost, [s for s in opened.values() if s is not None])
-        results = await appended
+        try:
+            results = await appended
+        except ConfirmRefused as refused:
+            # An expected outcome (a leader fenced meanwhile, too few replicas), not a
+            # fault of this request: the publisher gets nacks, as a local one would.
+            logger.info("publish forwarded by %s not confirmed (nacked): %s", peer, refused)
+            return Envelope("ok", {"c": [False] * len(routed)})
         return Envelope("ok", {"c": [r.confirmed and i not in missing
                                      for i, r in enumerate(results)]})
+
+    def _fence_epochs(self, peer: str, vhost: str, believed: object,
+                      opened: dict[str, QueueShell | None]) -> None:
+        """Drop from `opened` the queues this node does not lead for the epoch the
+        sender meant (`publish_epochs`): their messages are not confirmed."""
+        if not isinstance(believed, dict):
+            return  # a sender on older code
+        state = self.node.metadata.state
+        for name, epoch in believed.items():
+            shell = opened.get(str(name))
+            if shell is None:
+                continue
+            gate = shell.replication
+            why = publish_epochs.refusal(int(epoch), gate.leader.epoch if gate else None,
+                                         state.queue(vhost, str(name)), self.node.node_name)
+            if why is not None:
+                logger.info("publish from %s to queue %r in vhost %r nacked: %s",
+                            peer, name, vhost, why)
+                opened[str(name)] = None
 
     async def _consume(self, peer: str, envelope: Envelope) -> Envelope:
         await self._caught_up(envelope.header)
@@ -221,7 +273,7 @@ class QueueHost:
                             exclusive=bool(header["exclusive"]))
         consuming.add_consumer(shell, consumer, sink, vhost)
         sink.queues.add((vhost, name))
-        return Envelope("ok")
+        return Envelope("ok", {"g": sink.generation})
 
     async def _get(self, peer: str, envelope: Envelope) -> Envelope:
         await self._caught_up(envelope.header)
@@ -232,10 +284,11 @@ class QueueHost:
         sink.queues.add((vhost, name))
         found = shell.get(sink.channel_key, bool(header["no_ack"]))
         if found is None:
-            return Envelope("ok", {"found": False})
+            return Envelope("ok", {"found": False, "g": sink.generation})
         offset, redelivered, message = found
         return Envelope("ok", {"found": True, "o": offset, "r": redelivered,
-                               "left": shell.core.message_count}, (encode_message(message),))
+                               "left": shell.core.message_count, "g": sink.generation},
+                        (encode_message(message),))
 
     async def _counts(self, peer: str, envelope: Envelope) -> Envelope:
         await self._caught_up(envelope.header)
@@ -276,9 +329,12 @@ class QueueHost:
         if shell is None:
             return  # deleted meanwhile: nothing to settle
         # A settle from before a broken link can come after the message was requeued
-        # and delivered to someone else: it must not settle that delivery.
-        offsets = shell.core.held_by_channels([int(o) for o in header["o"]],
-                                              forwarded_channel_prefix(peer))
+        # and delivered to someone else: it must not settle that delivery. So it counts
+        # only where a channel of the link generation it names holds the offset.
+        generation = header.get("g")
+        offsets = shell.core.held_by_channels(
+            [int(o) for o in header["o"]],
+            forwarded_channel_prefix(peer, None if generation is None else int(generation)))
         if not offsets:
             return
         if header["ack"]:
@@ -317,7 +373,8 @@ class QueueHost:
     def _remove_consumer(self, peer: str, remote_key: str, shell: QueueShell, tag: str
                          ) -> None:
         consumer = shell.core.roster.get(tag)
-        if consumer is None or consumer.channel_key != f"{peer}|{remote_key}":
+        sink = self._sinks.get((peer, remote_key))
+        if consumer is None or sink is None or consumer.channel_key != sink.channel_key:
             return  # not that channel's consumer (any more): the tag may be reused
         shell.remove_consumer(tag)
         consuming.delete_if_auto_delete_and_unused(self.node.broker, shell)
@@ -366,10 +423,16 @@ class QueueHost:
         shell = self._sink_shell(sink, queue)
         return shell.ttl_left_ms(offset) if shell is not None else None
 
+    def generation(self, peer: str) -> int:
+        """The generation of the link to `peer`. The first is this node's start time in
+        ms, so a node that restarted never reuses one a peer may still name."""
+        return self._generations.get(peer, self.node.started_ms)
+
     def _sink(self, peer: str, remote_key: str) -> ForwardedSink:
         sink = self._sinks.get((peer, remote_key))
         if sink is None:
-            sink = self._sinks[(peer, remote_key)] = ForwardedSink(self, peer, remote_key)
+            sink = self._sinks[(peer, remote_key)] = ForwardedSink(
+                self, peer, remote_key, self.generation(peer))
         return sink
 
     def _close_sink(self, sink: ForwardedSink, requeue_after_s: float = 0.0) -> None:
@@ -391,5 +454,8 @@ class QueueHost:
         """The link to `peer` broke: its forwarded channels are closed. Their consumers
         go at once; what they held is requeued `REQUEUE_GRACE_S` later (see there)."""
         self._holds.peer_down(peer)
+        # What `peer` settles from now on names the new generation, unless it answers
+        # a delivery made over the link that broke.
+        self._generations[peer] = self.generation(peer) + 1
         for key in [key for key in self._sinks if key[0] == peer]:
             self._close_sink(self._sinks.pop(key), requeue_after_s=REQUEUE_GRACE_S)

@@ -6,7 +6,9 @@ there), so a publisher's messages keep their order on every node. A message is
 confirmed only if every leader that got it confirmed it; one whose queue's
 leader is unknown or unreachable, or whose request failed or timed out, is
 nacked. The request carries the metadata index this node applied, so the
-leader first catches up to it (`QueueHost`).
+leader first catches up to it (`QueueHost`), and names, per replicated target
+queue, the epoch this node's metadata has: a node that no longer leads that epoch
+nacks those messages instead of appending them (`publish_epochs.py`).
 
 A request waits for its answer only while its node leads the queues it
 names: once the metadata names another leader for one of them
@@ -47,12 +49,13 @@ class RemotePublisher:
         per_node: dict[str, _Entries] = {}
         confirmed = [True] * len(batch)
         leaders: dict[str, str | None] = {}  # a batch mostly has one target
+        epochs: dict[str, int] = {}  # of the replicated targets: the leader meant
         for index, (message, names) in enumerate(batch):
             for name in names:
                 if name in leaders:
                     leader = leaders[name]
                 else:
-                    leader = leaders[name] = self._reachable_leader(vhost, name)
+                    leader = leaders[name] = self._reachable_leader(vhost, name, epochs)
                 if leader is None:
                     confirmed[index] = False  # its leader is unknown or unreachable
                     continue
@@ -63,12 +66,16 @@ class RemotePublisher:
                     entries.append((index, message, [name]))
         requests = []
         for leader, entries in per_node.items():
-            envelope = Envelope("q.publish", {
-                "v": vhost, "a": self._node.driver.applied_index,
-                "t": [names for _, _, names in entries]},
-                tuple(encode_message(message) for _, message, _ in entries))
+            targets = {name for _, _, names in entries for name in names}
+            header: dict[str, object] = {"v": vhost, "a": self._node.driver.applied_index,
+                                         "t": [names for _, _, names in entries]}
+            meant = {name: epochs[name] for name in targets if name in epochs}
+            if meant:
+                header["e"] = meant
+            envelope = Envelope("q.publish", header,
+                                tuple(encode_message(message) for _, message, _ in entries))
             future = self._node.rpc.request(leader, envelope)
-            self._wait(leader, vhost, future, {name for _, _, names in entries for name in names})
+            self._wait(leader, vhost, future, targets)
             requests.append((leader, envelope, entries, future))
         return self._publish_results(requests, confirmed)
 
@@ -93,10 +100,16 @@ class RemotePublisher:
                     INTERNAL_ERROR, f"queue '{name}' in vhost '{vhost}' has a new leader: "
                     f"{old} no longer leads it"))
 
-    def _reachable_leader(self, vhost: str, name: str) -> str | None:
+    def _reachable_leader(self, vhost: str, name: str, epochs: dict[str, int]) -> str | None:
+        """The queue's leader if this node can reach it; the epoch it leads (the one
+        this node's metadata has) goes into `epochs` when the queue is replicated."""
         record = self._node.metadata.state.queue(vhost, name)
         leader = record.leader_node if record is not None else None
-        return leader if leader is not None and self._node.transport.is_connected(leader) else None
+        if leader is None or not self._node.transport.is_connected(leader):
+            return None
+        if record is not None and record.replicated:
+            epochs[name] = record.epoch
+        return leader
 
     async def _publish_results(
         self, requests: list[tuple[str, Envelope, _Entries, asyncio.Future[Envelope]]],

@@ -39,6 +39,14 @@ once it names another leader (`leader_moved`) the consumers move and the
 publishes still waiting for the old leader are nacked at once. The old leader
 may be paused or cut off, and its link can stay up for as long as that lasts.
 
+Acks are fenced to the link their deliveries came over. A `RemoteQueue` lives
+for one link to B: when the link breaks, the registry forgets B's, so the
+deliveries a channel holds from before the break settle nothing (B requeued
+them; they come again, flagged redelivered), as RabbitMQ ignores the acks of a
+channel that died. A `RemoteQueue` learns B's link generation from B's answers
+to its consumes and gets (`g`, see queue_host.py) and names it in its settles,
+so B, too, counts them only for deliveries made over that link.
+
 Each `q.deliver` names the epoch its queue's leader delivered in (`e`);
 deliveries of an epoch older than the metadata's here are stale (the sender
 was deposed) and never reach a client: they go back as for a consumer this
@@ -80,6 +88,9 @@ class RemoteQueue:
         self.vhost = vhost
         self._name = name
         self._node = node
+        # B's generation of the link this queue is reached over (None: not heard yet,
+        # or B is on older code); named in every settle, see queue_host.py.
+        self.generation: int | None = None
 
     @property
     def name(self) -> str:
@@ -96,12 +107,25 @@ class RemoteQueue:
     def _header(self, **fields: object) -> dict[str, object]:
         return {"v": self.vhost, "q": self._name, **fields}
 
+    def _learn(self, answer: Envelope) -> None:
+        generation = answer.header.get("g")
+        if generation is not None:
+            self.generation = int(generation)
+
     def ack(self, offsets: Sequence[int]) -> None:
-        self._registry.settle(self._node, self._header(o=list(offsets), ack=True))
+        self._settle(self._header(o=list(offsets), ack=True))
 
     def reject(self, offsets: Sequence[int], requeue: bool) -> None:
-        self._registry.settle(self._node,
-                              self._header(o=list(offsets), ack=False, requeue=requeue))
+        self._settle(self._header(o=list(offsets), ack=False, requeue=requeue))
+
+    def _settle(self, header: dict[str, object]) -> None:
+        if self.closed:
+            # Delivered over a link to B that broke (or by a leader since replaced): B
+            # requeued them, and they may be out again to another consumer now.
+            return
+        if self.generation is not None:
+            header["g"] = self.generation
+        self._registry.settle(self._node, header)
 
     def schedule_pump(self) -> None:
         self._registry.schedule_turn()
@@ -117,7 +141,7 @@ class RemoteQueue:
                                       consumer.prefetch_count, consumer.no_ack)
         registry.consumers.add(forwarded)  # B may deliver before it answers
         try:
-            await registry.call(self._node, "q.consume", self._header(
+            answer = await registry.call(self._node, "q.consume", self._header(
                 tag=consumer.tag, ck=sink.channel_key, prefetch=consumer.prefetch_count,
                 ahead=lookahead_for(consumer.prefetch_count, consumer.no_ack),
                 priority=consumer.priority, no_ack=consumer.no_ack,
@@ -125,10 +149,17 @@ class RemoteQueue:
         except BaseException:
             registry.give_back(forwarded)
             raise
+        # Before the client can settle any of its deliveries (none is handed out
+        # before `ready`).
+        self._learn(answer)
         if registry.sinks.get(sink.channel_key) is not sink:
-            # The channel closed while B registered the consumer; B dropped it when the
-            # close came after the consume. Nothing here may keep the channel's state.
+            # The channel closed while B registered the consumer. Nothing here may keep
+            # the channel's state, and B may have registered it after the close reached
+            # it (B waited to catch up, or for the queue to open): then nothing else
+            # would drop it there until the link breaks, nor free its sink.
             registry.give_back(forwarded)
+            registry.dropped_unanswered(self._node, self._header(
+                tag=consumer.tag, ck=sink.channel_key))
             return
         # The caller registers the tag with its channel before this loop turn ends.
         forwarded.ready = True
@@ -152,6 +183,7 @@ class RemoteQueue:
                   ) -> tuple[int, bool, Message, int] | None:
         answer = await self._registry.call(self._node, "q.get",
                                            self._header(ck=channel_key, no_ack=no_ack))
+        self._learn(answer)
         if not answer.header["found"]:
             return None
         header = answer.header
@@ -255,7 +287,8 @@ class RemoteQueueRegistry:
             # loop iteration's output, which is what keeps its prefetch window full.
             self._hand_out(consumer)
         self._node.rpc.post(node, Envelope("q.settle", header),
-                            ("q.settle", vhost, queue, header["ack"], header.get("requeue")))
+                            ("q.settle", vhost, queue, header["ack"], header.get("requeue"),
+                             header.get("g")))
 
     def give_back(self, consumer: ForwardedConsumer) -> None:
         """Forget `consumer`; what it buffered goes back to its queue's leader."""
@@ -276,6 +309,20 @@ class RemoteQueueRegistry:
         self._node.rpc.post(node, Envelope("q.return", {
             "ck": channel_key, "q": queue, "tag": tag, "gone": gone, "o": offsets}),
             ("q.return", channel_key, queue, tag, gone))
+
+    def dropped_unanswered(self, node: str, header: dict[str, object]) -> None:
+        """A consume `node` answered after its channel closed here: undo it there.
+
+        The channel gone here: closed there too (again, if the close came after
+        the consume: a no-op), which frees its sink. A channel reopened under the
+        same key (pika reuses channel numbers) shares that sink: only the consumer
+        goes, unless the new channel has a consumer with that tag by now.
+        """
+        channel_key, tag = str(header["ck"]), str(header["tag"])
+        if channel_key not in self.sinks:
+            self.notify(node, "q.channel_closed", header)
+        elif self.consumers.get(channel_key, tag) is None:
+            self.notify(node, "q.cancel", header)
 
     def forget_channel(self, node: str, channel_key: str) -> None:
         self.sinks.pop(channel_key, None)
@@ -407,9 +454,13 @@ class RemoteQueueRegistry:
         """Consumers on `peer`'s queues are gone: tell their sinks. Those of replicated
         queues may follow the leader that replaces `peer`; the others get basic.cancel.
 
-        What they buffered is dropped: `peer` requeues everything it had sent them.
+        What they buffered is dropped: `peer` requeues everything it had sent them,
+        and what their clients hold settles nothing any more: `peer`'s queues get new
+        `RemoteQueue`s, so those deliveries' endpoints are closed.
         """
         self._flow.peer_down(peer)
+        for key in [key for key, queue in self._queues.items() if queue.node == peer]:
+            del self._queues[key]
         state = self._node.metadata.state
         gone = self.consumers.matching(node=peer)
         for consumer in sorted(gone, key=lambda c: (c.channel_key, c.vhost, c.queue, c.tag)):

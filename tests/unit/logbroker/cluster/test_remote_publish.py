@@ -14,7 +14,8 @@ from logbroker.cluster.remote_publish import RemotePublisher
 from logbroker.errors import BrokerError
 from logbroker.message import Message
 
-LEADERS = {"qa": "a", "qa2": "a", "qb": "b", "qc": "c", "qx": None}
+LEADERS = {"qa": "a", "qa2": "a", "qb": "b", "qc": "c", "qx": None, "qr": "a", "qr2": "b"}
+EPOCHS = {"qr": 7, "qr2": 3}  # the replicated queues: the epoch this node's metadata has
 
 
 @dataclass
@@ -34,7 +35,8 @@ class FakeRpc:
 def _node(rpc: FakeRpc, lookups: list[str]) -> Any:
     def queue(vhost: str, name: str) -> object:
         lookups.append(name)
-        return SimpleNamespace(leader_node=LEADERS[name])
+        return SimpleNamespace(leader_node=LEADERS[name], replicated=name in EPOCHS,
+                               epoch=EPOCHS.get(name, 0))
 
     return SimpleNamespace(
         metadata=SimpleNamespace(state=SimpleNamespace(queue=queue)),
@@ -93,3 +95,17 @@ async def test_a_request_to_a_deposed_leader_is_nacked_as_soon_as_the_queue_move
             future.set_result(Envelope("ok", {"c": [True]}))
     assert await asyncio.wait_for(outcome, 1.0) == [False, True]
     assert not publisher._waiting  # nothing left behind
+
+
+async def test_a_request_names_the_epoch_meant_for_each_replicated_queue() -> None:
+    rpc = FakeRpc()
+    publisher = RemotePublisher(_node(rpc, []))
+    batch = [(Message("", "k", b"1"), ["qr", "qa"]), (Message("", "k", b"2"), ["qr2"])]
+    outcome = asyncio.ensure_future(publisher.publish("/", batch))
+    sent = {peer: envelope for peer, envelope, _ in rpc.requests}
+    # A leader that no longer leads that epoch nacks them (publish_epochs.py).
+    assert sent["a"].header["e"] == {"qr": 7}
+    assert sent["b"].header["e"] == {"qr2": 3}
+    for peer, _, future in rpc.requests:
+        future.set_result(Envelope("ok", {"c": [peer == "a"]}))
+    assert await outcome == [True, False]
