@@ -120,9 +120,6 @@ class QueueFollowers:
             return None
         return FollowerView(replica, replica.high_watermark)
 
-    def lag_of(self, vhost: str, name: str) -> FollowerReplica | None:
-        return self._replicas.get((vhost, name))
-
     # ---------------------------------------------------------------- loop
 
     async def _run(self, key: Key) -> None:

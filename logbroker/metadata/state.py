@@ -167,10 +167,6 @@ class MetadataState:
         data = self._data.vhosts.get(vhost)
         return tuple(data.bindings) if data is not None else ()
 
-    def bindings_from(self, vhost: str, exchange: str) -> tuple[Binding, ...]:
-        data = self._data.vhosts.get(vhost)
-        return data.bindings.from_source(exchange) if data is not None else ()
-
     def bindings_to(self, vhost: str, destination: Destination) -> tuple[Binding, ...]:
         data = self._data.vhosts.get(vhost)
         return data.bindings.to_destination(destination) if data is not None else ()

@@ -106,13 +106,6 @@ class MessageMetaTable:
         self._expiries.extend(run.expiries)
         self._priorities.extend(run.priorities)
 
-    def skip_to(self, offset: int) -> None:
-        """Start over at `offset` (nothing below it will be asked for)."""
-        self.base_offset = offset
-        del self._sizes[:]
-        del self._expiries[:]
-        del self._priorities[:]
-
     def size_bytes(self, offset: int) -> int:
         return self._sizes[offset - self.base_offset]
 
