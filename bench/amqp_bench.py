@@ -366,7 +366,8 @@ def logbroker_served() -> contextlib.AbstractContextManager[str]:
     port = free_port()
     return _served("logbroker", port, lambda workdir: (
         [sys.executable, "-m", "logbroker.cli", "serve", "--data-dir",
-         os.path.join(workdir, "data"), "--amqp-port", str(port), "--host", "127.0.0.1"],
+         os.path.join(workdir, "data"), "--amqp-port", str(port),
+         "--http-port", str(free_port()), "--host", "127.0.0.1"],
         dict(os.environ)))
 
 

@@ -23,6 +23,8 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
+from bench.free_ports import free_port
+
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -36,13 +38,16 @@ class BrokerProcess:
     def __init__(self, data_dir: Path, port: int) -> None:
         self.data_dir = data_dir
         self.port = port
+        # Not the default 15672: a broker the README's first command started may hold it.
+        self.http_port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         log = open(self.data_dir.parent / f"serve-{self.port}.log", "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(self.data_dir),
-             "--amqp-port", str(self.port), "--host", "127.0.0.1"],
+             "--amqp-port", str(self.port), "--http-port", str(self.http_port),
+             "--host", "127.0.0.1"],
             cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
         )
         log.close()
