@@ -18,8 +18,9 @@ from api.amqp.events import (
     SecretUpdated,
 )
 from api.amqp.negotiation import Tuning
-from api.amqp.reply_codes import ReplyCode, is_channel_error, is_connection_error, reply_text
+from api.amqp.reply_texts import reply_text
 from api.amqp.server_properties import ConnectionConfig
+from logbroker.metadata.reply_codes import ReplyCode, is_channel_error, is_connection_error
 
 __all__ = [
     "Acks",

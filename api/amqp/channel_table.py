@@ -37,7 +37,7 @@ from pamqp import base, commands
 from api.amqp.content_assembler import ContentAssembler, MessageTooLarge
 from api.amqp.events import Acks, ChannelClosed, ChannelMethod, ChannelOpened, Event, Publish
 from api.amqp.frame_buffers import Inbox, Outbox
-from api.amqp.reply_codes import ReplyCode, reply_text, truncate_shortstr
+from api.amqp.reply_texts import reply_text, truncate_shortstr
 from api.amqp.wire import (
     ACK_FRAME,
     ACK_FRAME_SIZE,
@@ -51,6 +51,7 @@ from api.amqp.wire import (
     method_ids,
 )
 from api.amqp.wire import method_name as _name
+from logbroker.metadata.reply_codes import ReplyCode
 
 __all__ = [
     "BROKER_METHODS",

@@ -59,7 +59,7 @@ from api.amqp.events import (
 )
 from api.amqp.handshake import LoginUnavailable
 from api.amqp.output_round import OutputRound
-from api.amqp.reply_codes import ReplyCode, reply_text
+from api.amqp.reply_texts import reply_text
 from api.amqp.server_properties import ConnectionConfig
 from logbroker import definitions
 from logbroker.broker import Broker
@@ -67,6 +67,7 @@ from logbroker.broker_config import Session
 from logbroker.connections import ConnectionInfo
 from logbroker.definitions_loaded import DefinitionsNotLoaded
 from logbroker.errors import BrokerError
+from logbroker.metadata.reply_codes import ReplyCode
 from logbroker.queue.flow_gate import take_pending, wait_for_holds
 
 __all__ = ["ConnectionHandler"]

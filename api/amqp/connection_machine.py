@@ -66,10 +66,11 @@ from api.amqp.handshake import (
     Handshake,
 )
 from api.amqp.negotiation import CHANNEL_NUMBER_MAX, Tuning
-from api.amqp.reply_codes import ReplyCode, is_connection_error, truncate_shortstr
+from api.amqp.reply_texts import truncate_shortstr
 from api.amqp.server_properties import ConnectionConfig
 from api.amqp.timers import Timers
 from api.amqp.wire import FRAME_HEARTBEAT, ProtocolError, RawFrame, check_frame, method_name
+from logbroker.metadata.reply_codes import ReplyCode, is_connection_error
 
 __all__ = ["AmqpConnection", "Authenticator", "ConnectionState"]
 

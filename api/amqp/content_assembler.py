@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 from pamqp import commands
 
-from api.amqp.reply_codes import ReplyCode
 from api.amqp.wire import (
     FRAME_BODY,
     FRAME_HEADER,
@@ -36,6 +35,7 @@ from api.amqp.wire import (
     decode_content_header,
     decode_properties,
 )
+from logbroker.metadata.reply_codes import ReplyCode
 
 __all__ = ["AssembledMessage", "ContentAssembler", "MessageTooLarge"]
 

@@ -33,7 +33,7 @@ from api.amqp.negotiation import (
     parse_credentials,
     refused_login_explanation,
 )
-from api.amqp.reply_codes import ReplyCode, reply_text
+from api.amqp.reply_texts import reply_text
 from api.amqp.server_properties import (
     AUTH_MECHANISMS,
     FRAME_MIN_SIZE,
@@ -50,6 +50,7 @@ from api.amqp.wire import (
     method_ids,
     method_name,
 )
+from logbroker.metadata.reply_codes import ReplyCode
 
 __all__ = [
     "CONNECTION_CLASS_ID",

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from pamqp import commands
 
-from api.amqp.reply_codes import ReplyCode
 from api.amqp.server_properties import FRAME_MIN_SIZE
 from api.amqp.wire import PROTOCOL_HEADER, ProtocolError, decode_table_body
+from logbroker.metadata.reply_codes import ReplyCode
 
 __all__ = [
     "ACCEPTED_PROTOCOL_HEADERS",

@@ -16,9 +16,10 @@ import weakref
 from api.amqp.connection_handler import ConnectionHandler
 from api.amqp.direct_reply import DirectReplyRegistry
 from api.amqp.output_round import OutputRound
-from api.amqp.reply_codes import ReplyCode, reply_text
+from api.amqp.reply_texts import reply_text
 from api.amqp.server_properties import ConnectionConfig
 from logbroker.broker import Broker
+from logbroker.metadata.reply_codes import ReplyCode
 
 __all__ = ["AmqpServerConfig", "start_amqp_server", "stop_amqp_server"]
 

@@ -30,7 +30,8 @@ from typing import cast
 
 from pamqp import base, commands, common, decode, header
 
-from api.amqp.reply_codes import ReplyCode, reply_text
+from api.amqp.reply_texts import reply_text
+from logbroker.metadata.reply_codes import ReplyCode
 
 __all__ = [
     "CONTENT_PREFIX",

@@ -16,17 +16,19 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from logbroker.errors import BrokerError
+from logbroker.metadata.reply_codes import ReplyCode
 
 # AMQP reply code -> HTTP status.
 _STATUS_OF_REPLY = {
-    403: 403,  # ACCESS_REFUSED
-    404: 404,  # NOT_FOUND
-    405: 409,  # RESOURCE_LOCKED: exclusive queue of another connection
-    406: 400,  # PRECONDITION_FAILED: inequivalent arguments, invalid values
-    530: 403,  # NOT_ALLOWED: vhost access refused
-    540: 501,  # NOT_IMPLEMENTED
-    311: 413,  # CONTENT_TOO_LARGE
-    541: 503,  # INTERNAL_ERROR: a cluster peer is unreachable, no quorum in time
+    ReplyCode.ACCESS_REFUSED: 403,
+    ReplyCode.NOT_FOUND: 404,
+    ReplyCode.RESOURCE_LOCKED: 409,  # exclusive queue of another connection
+    ReplyCode.PRECONDITION_FAILED: 400,  # inequivalent arguments, invalid values
+    ReplyCode.NOT_ALLOWED: 403,  # vhost access refused
+    ReplyCode.NOT_IMPLEMENTED: 501,
+    ReplyCode.CONTENT_TOO_LARGE: 413,
+    ReplyCode.INTERNAL_ERROR: 503,  # a cluster peer is unreachable, no quorum in time
+    ReplyCode.CONNECTION_FORCED: 503,  # a starting node cannot check logins yet
 }
 _ERROR_OF_STATUS = {400: "bad_request", 401: "not_authorised", 403: "access_refused",
                     404: "not_found", 405: "method_not_allowed", 409: "resource_locked",

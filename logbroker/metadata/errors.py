@@ -14,7 +14,8 @@ from logbroker.metadata.reply_codes import (
     NOT_FOUND,
     PRECONDITION_FAILED,
     RESOURCE_LOCKED,
-    reply_code,
+    ReplyCode,
+    is_connection_error,
 )
 
 ResourceKind = Literal["queue", "exchange"]
@@ -30,7 +31,7 @@ class MetadataError(Exception):
 
     @property
     def reply_name(self) -> str:
-        return reply_code(self.reply_code).name
+        return ReplyCode(self.reply_code).name
 
     @property
     def reply_text(self) -> str:
@@ -40,7 +41,7 @@ class MetadataError(Exception):
     @property
     def connection_error(self) -> bool:
         """True when the error closes the connection, False when only the channel."""
-        return reply_code(self.reply_code).connection_error
+        return is_connection_error(self.reply_code)
 
     def __repr__(self) -> str:
         return f"MetadataError({self.reply_code}, {self.text!r})"

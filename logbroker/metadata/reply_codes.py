@@ -1,76 +1,89 @@
-"""AMQP 0-9-1 reply codes, with the names RabbitMQ prints and their scope.
+"""AMQP 0-9-1 reply codes, with the names RabbitMQ prints and their scope: the one table.
 
 The specification (amqp0-9-1.xml, the `constant` elements) classes each error
-code as a soft error, which closes only the channel, or a hard error, which
-closes the whole connection. RabbitMQ prints a reply text as
-`NAME - explanation`, where NAME is the upper-case name below.
+code as a soft error, which closes only the channel (311, 312, 313, 403-406),
+or a hard error, which closes the whole connection (320, 402, 501-506, 530,
+540, 541); 200 (reply-success) is neither, it is the code of a normal close.
+RabbitMQ prints a reply text as `NAME - explanation`, where NAME is the
+member's name below. The AMQP listener (`api.amqp.reply_texts`) and the HTTP
+API (`api.http.http_errors`) read their codes from here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import enum
 from typing import Final
 
 
-@dataclass(frozen=True, slots=True)
-class ReplyCode:
-    code: int
-    name: str
-    connection_error: bool
-    """True for the spec's hard errors (connection.close), False for soft ones (channel.close)."""
+class ReplyCode(enum.IntEnum):
+    """Every reply code of AMQP 0-9-1, named as RabbitMQ names it."""
+
+    REPLY_SUCCESS = 200
+    CONTENT_TOO_LARGE = 311
+    NO_ROUTE = 312  # RabbitMQ's name for the spec's basic.return "no route" reply
+    NO_CONSUMERS = 313
+    CONNECTION_FORCED = 320
+    INVALID_PATH = 402
+    ACCESS_REFUSED = 403
+    NOT_FOUND = 404
+    RESOURCE_LOCKED = 405
+    PRECONDITION_FAILED = 406
+    FRAME_ERROR = 501
+    SYNTAX_ERROR = 502
+    COMMAND_INVALID = 503
+    CHANNEL_ERROR = 504
+    UNEXPECTED_FRAME = 505
+    RESOURCE_ERROR = 506
+    NOT_ALLOWED = 530
+    NOT_IMPLEMENTED = 540
+    INTERNAL_ERROR = 541
 
 
-REPLY_SUCCESS: Final = 200
-CONTENT_TOO_LARGE: Final = 311
-NO_ROUTE: Final = 312
-NO_CONSUMERS: Final = 313
-CONNECTION_FORCED: Final = 320
-INVALID_PATH: Final = 402
-ACCESS_REFUSED: Final = 403
-NOT_FOUND: Final = 404
-RESOURCE_LOCKED: Final = 405
-PRECONDITION_FAILED: Final = 406
-FRAME_ERROR: Final = 501
-SYNTAX_ERROR: Final = 502
-COMMAND_INVALID: Final = 503
-CHANNEL_ERROR: Final = 504
-UNEXPECTED_FRAME: Final = 505
-RESOURCE_ERROR: Final = 506
-NOT_ALLOWED: Final = 530
-NOT_IMPLEMENTED: Final = 540
-INTERNAL_ERROR: Final = 541
+# The names the metadata layer and the broker use (`BrokerError(NOT_FOUND, ...)`).
+REPLY_SUCCESS: Final = ReplyCode.REPLY_SUCCESS
+CONTENT_TOO_LARGE: Final = ReplyCode.CONTENT_TOO_LARGE
+NO_ROUTE: Final = ReplyCode.NO_ROUTE
+NO_CONSUMERS: Final = ReplyCode.NO_CONSUMERS
+CONNECTION_FORCED: Final = ReplyCode.CONNECTION_FORCED
+INVALID_PATH: Final = ReplyCode.INVALID_PATH
+ACCESS_REFUSED: Final = ReplyCode.ACCESS_REFUSED
+NOT_FOUND: Final = ReplyCode.NOT_FOUND
+RESOURCE_LOCKED: Final = ReplyCode.RESOURCE_LOCKED
+PRECONDITION_FAILED: Final = ReplyCode.PRECONDITION_FAILED
+FRAME_ERROR: Final = ReplyCode.FRAME_ERROR
+SYNTAX_ERROR: Final = ReplyCode.SYNTAX_ERROR
+COMMAND_INVALID: Final = ReplyCode.COMMAND_INVALID
+CHANNEL_ERROR: Final = ReplyCode.CHANNEL_ERROR
+UNEXPECTED_FRAME: Final = ReplyCode.UNEXPECTED_FRAME
+RESOURCE_ERROR: Final = ReplyCode.RESOURCE_ERROR
+NOT_ALLOWED: Final = ReplyCode.NOT_ALLOWED
+NOT_IMPLEMENTED: Final = ReplyCode.NOT_IMPLEMENTED
+INTERNAL_ERROR: Final = ReplyCode.INTERNAL_ERROR
 
-REPLY_CODES: Final[dict[int, ReplyCode]] = {
-    entry.code: entry
-    for entry in (
-        ReplyCode(REPLY_SUCCESS, "REPLY_SUCCESS", False),
-        ReplyCode(CONTENT_TOO_LARGE, "CONTENT_TOO_LARGE", False),
-        # 312 is RabbitMQ's name for the spec's basic.return "no route" reply.
-        ReplyCode(NO_ROUTE, "NO_ROUTE", False),
-        ReplyCode(NO_CONSUMERS, "NO_CONSUMERS", False),
-        ReplyCode(CONNECTION_FORCED, "CONNECTION_FORCED", True),
-        ReplyCode(INVALID_PATH, "INVALID_PATH", True),
-        ReplyCode(ACCESS_REFUSED, "ACCESS_REFUSED", False),
-        ReplyCode(NOT_FOUND, "NOT_FOUND", False),
-        ReplyCode(RESOURCE_LOCKED, "RESOURCE_LOCKED", False),
-        ReplyCode(PRECONDITION_FAILED, "PRECONDITION_FAILED", False),
-        ReplyCode(FRAME_ERROR, "FRAME_ERROR", True),
-        ReplyCode(SYNTAX_ERROR, "SYNTAX_ERROR", True),
-        ReplyCode(COMMAND_INVALID, "COMMAND_INVALID", True),
-        ReplyCode(CHANNEL_ERROR, "CHANNEL_ERROR", True),
-        ReplyCode(UNEXPECTED_FRAME, "UNEXPECTED_FRAME", True),
-        ReplyCode(RESOURCE_ERROR, "RESOURCE_ERROR", True),
-        ReplyCode(NOT_ALLOWED, "NOT_ALLOWED", True),
-        ReplyCode(NOT_IMPLEMENTED, "NOT_IMPLEMENTED", True),
-        ReplyCode(INTERNAL_ERROR, "INTERNAL_ERROR", True),
-    )
-}
+_SOFT: Final = frozenset({CONTENT_TOO_LARGE, NO_ROUTE, NO_CONSUMERS, ACCESS_REFUSED,
+                          NOT_FOUND, RESOURCE_LOCKED, PRECONDITION_FAILED})
+_HARD: Final = frozenset(ReplyCode) - _SOFT - {REPLY_SUCCESS}
+_VALUES: Final = frozenset(int(code) for code in ReplyCode)
 
 
-def reply_code(code: int) -> ReplyCode:
-    """The entry for `code`; KeyError for a number AMQP 0-9-1 does not define."""
-    return REPLY_CODES[code]
+def is_valid_reply_code(code: int) -> bool:
+    """True for the codes the spec defines (200 and every error code)."""
+    return code in _VALUES
+
+
+def is_channel_error(code: int) -> bool:
+    """True for soft errors: they close the channel, the connection stays."""
+    return code in _SOFT
 
 
 def is_connection_error(code: int) -> bool:
-    return REPLY_CODES[code].connection_error
+    """True for hard errors: they close the connection."""
+    return code in _HARD
+
+
+def reply_name(code: int) -> str:
+    """RabbitMQ's spelling of the code's name (`"NOT_FOUND"`), or `"UNKNOWN"`."""
+    try:
+        return ReplyCode(code).name
+    except ValueError:
+        return "UNKNOWN"

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from pamqp import commands, frame, header
 
-from api.amqp.reply_codes import ReplyCode
 from bench.free_ports import free_port
+from logbroker.metadata.reply_codes import ReplyCode
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from api.amqp import (
     ConnectionFailed,
     ConnectionState,
 )
-from api.amqp.reply_codes import is_valid_reply_code
+from logbroker.metadata.reply_codes import is_valid_reply_code
 from tests.unit.api.amqp.client import Client, marshal, raw_frame
 
 

@@ -23,8 +23,8 @@ from api.amqp import (
     Event,
     OpenRequested,
 )
-from api.amqp.reply_codes import is_connection_error, is_valid_reply_code
 from api.amqp.wire import PROTOCOL_HEADER
+from logbroker.metadata.reply_codes import is_connection_error, is_valid_reply_code
 from tests.unit.api.amqp.client import CLIENT_CAPABILITIES, Client, marshal, parse, publish_frames
 
 FUZZ = settings(

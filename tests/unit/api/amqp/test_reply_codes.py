@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from api.amqp.reply_codes import (
+from api.amqp.reply_texts import reply_text, truncate_shortstr
+from logbroker.metadata.reply_codes import (
     ReplyCode,
     is_channel_error,
     is_connection_error,
     is_valid_reply_code,
     reply_name,
-    reply_text,
-    truncate_shortstr,
 )
 
 

@@ -8,7 +8,7 @@ from logbroker.metadata.errors import not_found, reserved_name, resource_locked
 def test_every_amqp_0_9_1_reply_code_is_known_with_its_scope() -> None:
     channel = {311, 312, 313, 403, 404, 405, 406}
     connection = {320, 402, 501, 502, 503, 504, 505, 506, 530, 540, 541}
-    assert set(codes.REPLY_CODES) == channel | connection | {200}
+    assert set(codes.ReplyCode) == channel | connection | {200}
     assert all(not codes.is_connection_error(code) for code in channel)
     assert all(codes.is_connection_error(code) for code in connection)
     assert codes.ACCESS_REFUSED == 403
