@@ -19,7 +19,7 @@ from logbroker.errors import BrokerError
 from logbroker.metadata.reply_codes import ReplyCode
 
 # AMQP reply code -> HTTP status.
-_STATUS_OF_REPLY = {
+_STATUS_OF_REPLY: dict[int, int] = {
     ReplyCode.ACCESS_REFUSED: 403,
     ReplyCode.NOT_FOUND: 404,
     ReplyCode.RESOURCE_LOCKED: 409,  # exclusive queue of another connection
