@@ -10,7 +10,7 @@ line per workload (progress on stderr), all on a fresh durable queue:
   producer paced at 2,000 msg/s, then again publishing as fast as the same confirm
   window allows (`--rates`, or one `--rate`; 0 is unpaced); p50/p99 latency from the
   publish call to the consumer's callback (both on one IOLoop, one process).
-`--logbroker-serve` starts `python -m logbroker.cli serve` on a free port instead of
+`--logbroker-serve` starts `python -m logbroker serve` on a free port instead of
 using `--url`; `--compare-rabbitmq` installs Debian's rabbitmq-server if missing, runs
 a private node on free ports with the identical workloads, and prints the ratios.
 """
@@ -365,7 +365,7 @@ def _served(name: str, port: int, command: Callable[[str], tuple[list[str], dict
 def logbroker_served() -> contextlib.AbstractContextManager[str]:
     port = free_port()
     return _served("logbroker", port, lambda workdir: (
-        [sys.executable, "-m", "logbroker.cli", "serve", "--data-dir",
+        [sys.executable, "-m", "logbroker", "serve", "--data-dir",
          os.path.join(workdir, "data"), "--amqp-port", str(port),
          "--http-port", str(free_port()), "--host", "127.0.0.1"],
         dict(os.environ)))

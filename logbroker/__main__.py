@@ -2,6 +2,6 @@
 
 import sys
 
-from logbroker.cli import main
+from api.node import main  # the composition root: the one import of a layer above
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""The client subcommands of `logbroker`, added to the parser that `logbroker.cli` builds.
+"""The client subcommands of `logbroker`, added to the parser that `api.node` builds.
 
 Each subcommand sets `handler` (a function of the client and the arguments,
 returning the exit code); `api.cli.run.run_client_command` calls it.

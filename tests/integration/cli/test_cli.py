@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from logbroker.cli import build_parser, main
+from api.node import build_parser, main
 from tests.integration.conftest import BrokerProcess, free_port
 
 LOGBROKER = [sys.executable, "-m", "logbroker"]

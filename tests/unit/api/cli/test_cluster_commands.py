@@ -13,7 +13,7 @@ import pytest
 from api.cli import cluster_commands as cluster
 from api.cli.options import UsageError
 from api.client import AsyncClient, Client, Unavailable
-from logbroker.cli import build_parser
+from api.node import build_parser
 
 NOW = 1_700_000_000_000
 STATUS: dict[str, Any] = {

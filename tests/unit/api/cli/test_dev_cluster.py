@@ -14,7 +14,7 @@ import pytest
 
 from api.cli import dev_cluster
 from api.cli.dev_cluster import DevNode, plan, serve_command
-from logbroker.cli import build_parser
+from api.node import build_parser
 
 
 def flags(command: list[str]) -> dict[str, str]:

@@ -10,7 +10,7 @@ import pytest
 
 from api.cli import message_commands, options
 from api.client import OutgoingMessage, PublishResult
-from logbroker.cli import build_parser
+from api.node import build_parser
 
 
 class FakeClient:

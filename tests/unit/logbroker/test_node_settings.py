@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from logbroker.cli import SettingsError, build_parser, resolve_settings
+from api.node import build_parser
+from logbroker.node_settings import SettingsError, resolve_settings
 from logbroker.queue.publisher_flow import FlowLimits
 
 

@@ -1,9 +1,7 @@
-"""The `logbroker` command. `serve` is the composition root: it wires every layer.
+"""The settings of `logbroker serve`: what a node runs with, and where each comes from.
 
-The other subcommands (declare, list, publish, consume, replay, ...) talk to a
-running broker through `api.client`; they live in `api.cli`.
-
-Settings come from, in increasing precedence: embedded defaults, the TOML
+`api.node` (the composition root) parses the command line and wires the layers
+with them. Settings come from, in increasing precedence: embedded defaults, the TOML
 config file (`--config` / LOGBROKER_CONFIG), environment variables
 (LOGBROKER_DATA_DIR, LOGBROKER_AMQP_PORT, ...) and command-line flags.
 
@@ -40,24 +38,18 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
-import signal
-import sys
 import tomllib
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from logbroker.broker_config import BrokerConfig
-from logbroker.event_loop import resolve_event_loop, run_on
+from logbroker.event_loop import resolve_event_loop
 from logbroker.queue.publisher_flow import FlowLimits
-from segments.errors import DataDirLockedError
 from segments.group_commit import FsyncPolicy
 
 if TYPE_CHECKING:
-    from logbroker.cluster.cluster_node import ClusterNode
     from logbroker.cluster.cluster_settings import ClusterSettings
 
 logger = logging.getLogger("logbroker")
@@ -190,53 +182,6 @@ def resolve_settings(
     return settings
 
 
-async def serve(settings: ServeSettings) -> int:
-    from api.amqp.server import AmqpServerConfig, start_amqp_server, stop_amqp_server
-    from api.http.api_context import ApiContext, Listeners
-    from api.http.server import start_http_server
-    from logbroker.broker import Broker  # here: the client subcommands do not need it
-    from logbroker.gc_tuning import freeze_startup_heap
-
-    cluster = None
-    if settings.clustered:
-        cluster = await _start_cluster_node(settings)
-        broker = cluster.broker
-    else:
-        broker = Broker.open(settings.broker_config())
-    server_config = AmqpServerConfig(
-        heartbeat_s=settings.heartbeat_s, frame_max=settings.frame_max,
-        channel_max=settings.channel_max, max_message_bytes=settings.max_message_bytes,
-        cluster_name=settings.node_name,
-    )
-    server = await start_amqp_server(broker, settings.host, settings.amqp_port, server_config)
-    logger.info("logbroker %s listening for AMQP 0-9-1 on %s:%d (data in %s, %s loop)",
-                settings.node_name, settings.host, settings.amqp_port,
-                os.path.abspath(settings.data_dir), settings.event_loop)
-    context = ApiContext(broker, Listeners(settings.amqp_port, settings.http_port,
-                                           settings.host),
-                         cluster=cluster.membership if cluster is not None else None,
-                         replicas=cluster.handover if cluster is not None else None)
-    http = await start_http_server(context, settings.host, settings.http_port)
-    freeze_startup_heap()  # everything so far lives as long as the process
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-    if cluster is not None:
-        logger.info("shutting down: handing led queues to their followers")
-        await cluster.handover.hand_over_all()
-    logger.info("shutting down: finishing in-flight confirms")
-    await http.stop()
-    await stop_amqp_server(server)
-    if cluster is not None:
-        await cluster.stop()
-    else:
-        await broker.close()
-    logger.info("stopped")
-    return 0
-
-
 def cluster_settings(settings: ServeSettings) -> ClusterSettings:
     """The cluster part of the serve settings; raises SettingsError for bad values."""
     from logbroker.cluster.cluster_settings import (
@@ -268,54 +213,3 @@ def cluster_settings(settings: ServeSettings) -> ClusterSettings:
         peers=peers + seeds, join=bool(settings.join), amqp_port=settings.amqp_port,
         http_port=settings.http_port, default_locator=settings.queue_leader_locator,
     )
-
-
-async def _start_cluster_node(settings: ServeSettings) -> ClusterNode:
-    from logbroker.cluster.cluster_node import ClusterNode
-
-    node = ClusterNode(cluster_settings(settings), settings.broker_config())
-    await node.start()
-    return node
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from api.cli import add_client_commands
-    from api.cli.options import add_connection_flags
-
-    parser = argparse.ArgumentParser(
-        prog="logbroker", description="Run a logbroker node (serve) or manage one.")
-    add_connection_flags(parser, top_level=True)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    serve_parser = commands.add_parser("serve", help="run a broker node")
-    serve_parser.add_argument("--config", help="TOML config file (env LOGBROKER_CONFIG)")
-    for name, variable, _, _, kind in SETTINGS:
-        serve_parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind,
-                                  help=f"(env {variable})")
-    add_client_commands(commands)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    arguments = build_parser().parse_args(argv)
-    if arguments.command != "serve":
-        from api.cli import run_client_command
-
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-        return run_client_command(arguments)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        settings = resolve_settings(arguments, dict(os.environ))
-        return run_on(settings.event_loop, serve(settings))
-    except SettingsError as error:
-        print(f"logbroker: {error}", file=sys.stderr)
-        return 2
-    except DataDirLockedError as error:
-        print(f"logbroker: {error}", file=sys.stderr)
-        return 1
-    except OSError as error:
-        print(f"logbroker: cannot start: {error}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

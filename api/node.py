@@ -1,0 +1,131 @@
+"""The `logbroker` command, and the composition root: `serve` wires every layer.
+
+The only module that imports all of them (`api -> logbroker -> replication ->
+segments`): it opens the broker (standalone, or as a cluster node), starts the
+AMQP and HTTP listeners on it, and stops them in order on SIGTERM. The settings
+are `logbroker.node_settings`'; the client subcommands (declare, list, publish,
+consume, replay, ...) live in `api.cli` and talk to a running broker through
+`api.client`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from api.cli import add_client_commands, run_client_command
+from api.cli.options import add_connection_flags
+from logbroker.event_loop import run_on
+from logbroker.node_settings import (
+    SETTINGS,
+    ServeSettings,
+    SettingsError,
+    cluster_settings,
+    resolve_settings,
+)
+from segments.errors import DataDirLockedError
+
+if TYPE_CHECKING:
+    from logbroker.cluster.cluster_node import ClusterNode
+
+logger = logging.getLogger("logbroker")
+
+
+async def serve(settings: ServeSettings) -> int:
+    # Imported here: the client subcommands, which start faster without them, need none.
+    from api.amqp.server import AmqpServerConfig, start_amqp_server, stop_amqp_server
+    from api.http.api_context import ApiContext, Listeners
+    from api.http.server import start_http_server
+    from logbroker.broker import Broker
+    from logbroker.gc_tuning import freeze_startup_heap
+
+    cluster = None
+    if settings.clustered:
+        cluster = await _start_cluster_node(settings)
+        broker = cluster.broker
+    else:
+        broker = Broker.open(settings.broker_config())
+    server_config = AmqpServerConfig(
+        heartbeat_s=settings.heartbeat_s, frame_max=settings.frame_max,
+        channel_max=settings.channel_max, max_message_bytes=settings.max_message_bytes,
+        cluster_name=settings.node_name,
+    )
+    server = await start_amqp_server(broker, settings.host, settings.amqp_port, server_config)
+    logger.info("logbroker %s listening for AMQP 0-9-1 on %s:%d (data in %s, %s loop)",
+                settings.node_name, settings.host, settings.amqp_port,
+                os.path.abspath(settings.data_dir), settings.event_loop)
+    context = ApiContext(broker, Listeners(settings.amqp_port, settings.http_port,
+                                           settings.host),
+                         cluster=cluster.membership if cluster is not None else None,
+                         replicas=cluster.handover if cluster is not None else None)
+    http = await start_http_server(context, settings.host, settings.http_port)
+    freeze_startup_heap()  # everything so far lives as long as the process
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    if cluster is not None:
+        logger.info("shutting down: handing led queues to their followers")
+        await cluster.handover.hand_over_all()
+    logger.info("shutting down: finishing in-flight confirms")
+    await http.stop()
+    await stop_amqp_server(server)
+    if cluster is not None:
+        await cluster.stop()
+    else:
+        await broker.close()
+    logger.info("stopped")
+    return 0
+
+
+async def _start_cluster_node(settings: ServeSettings) -> ClusterNode:
+    from logbroker.cluster.cluster_node import ClusterNode
+
+    node = ClusterNode(cluster_settings(settings), settings.broker_config())
+    await node.start()
+    return node
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="logbroker", description="Run a logbroker node (serve) or manage one.")
+    add_connection_flags(parser, top_level=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve_parser = commands.add_parser("serve", help="run a broker node")
+    serve_parser.add_argument("--config", help="TOML config file (env LOGBROKER_CONFIG)")
+    for name, variable, _, _, kind in SETTINGS:
+        serve_parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind,
+                                  help=f"(env {variable})")
+    add_client_commands(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = build_parser().parse_args(argv)
+    if arguments.command != "serve":
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+        return run_client_command(arguments)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        settings = resolve_settings(arguments, dict(os.environ))
+        return run_on(settings.event_loop, serve(settings))
+    except SettingsError as error:
+        print(f"logbroker: {error}", file=sys.stderr)
+        return 2
+    except DataDirLockedError as error:
+        print(f"logbroker: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"logbroker: cannot start: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
