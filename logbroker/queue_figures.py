@@ -42,9 +42,7 @@ async def remote_figures(broker: Broker, vhost: str, name: str) -> QueueFigures:
         try:
             endpoint = broker.remote.endpoint(vhost, name)
             if endpoint is not None:
-                ready, consumers = await endpoint.counts()
-                first, end = await endpoint.offsets()
-                return QueueFigures(ready, consumers, first, end)
+                return QueueFigures(*await endpoint.figures())
         except BrokerError:
             pass  # its leader is down or unreachable: what this node holds, if anything
     view = broker.replay_view(vhost, name)

@@ -194,9 +194,11 @@ class RemoteQueue:
         answer = await self._registry.call(self._node, "q.counts", self._header())
         return int(answer.header["messages"]), int(answer.header["consumers"])
 
-    async def offsets(self) -> tuple[int, int]:
+    async def figures(self) -> tuple[int, int, int, int]:
         answer = await self._registry.call(self._node, "q.counts", self._header())
-        return int(answer.header["first"]), int(answer.header["end"])
+        header = answer.header
+        return (int(header["messages"]), int(header["consumers"]), int(header["first"]),
+                int(header["end"]))
 
     async def purge(self) -> int:
         answer = await self._registry.call(self._node, "q.purge", self._header())

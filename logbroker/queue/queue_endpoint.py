@@ -57,8 +57,8 @@ class RemoteQueueEndpoint(QueueEndpoint, Protocol):
         """(ready messages, consumers)."""
         ...
 
-    async def offsets(self) -> tuple[int, int]:
-        """(log start, readable end) as the leader has them."""
+    async def figures(self) -> tuple[int, int, int, int]:
+        """(ready messages, consumers, log start, readable end), asked once."""
         ...
 
     async def purge(self) -> int: ...
