@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from logbroker.message import Message, Properties, encode_properties
+from logbroker.message import Message, Properties, encode_properties, stored_fields
 from logbroker.metadata import DeclareQueue, DeleteQueue, MetadataState
 from logbroker.metadata.commands import Command
 from logbroker.publishing import Publisher
@@ -36,6 +36,7 @@ from logbroker.staging_queues import (
     part_token,
     staging_queue_name,
 )
+from segments.record_batch import LogRecord
 
 PRODUCER_ID_HEADER = "x-producer-id"
 PRODUCER_SEQ_HEADER = "x-producer-seq"
@@ -131,6 +132,15 @@ class BatchStaging:
             raise NotLeader(record.leader_node)
         return read_parts(shell)
 
+    def part_count(self, vhost: str, producer: str, seq: int) -> int | None:
+        """How many parts the batch has staged (None: not known on this node, which does
+        not lead its staging queue)."""
+        name = staging_queue_name(producer, seq)
+        if self._state().queue(vhost, name) is None:
+            return 0
+        shell = self._local_queue(vhost, name)
+        return len(part_tokens(shell)) if shell is not None else None
+
     async def discard(self, vhost: str, producer: str, seq: int) -> None:
         name = staging_queue_name(producer, seq)
         if self._state().queue(vhost, name) is not None:
@@ -175,6 +185,21 @@ def read_parts(shell: QueueShell) -> dict[str, list[Message]]:
     """Every part in the staging queue's log, by token, each message addressed and
     stamped as the producer published it (the staging headers taken off)."""
     parts: dict[str, list[Message]] = {}
+    for token, model, record in _staged_records(shell):
+        parts.setdefault(token, []).append(Message(
+            model.exchange, model.routing_key, record.value, model.properties,
+            _encoded_properties=model.encoded_properties()))
+    return parts
+
+
+def part_tokens(shell: QueueShell) -> set[str]:
+    """The tokens of the parts in the staging queue's log (no message is rebuilt)."""
+    return {token for token, _, _ in _staged_records(shell)}
+
+
+def _staged_records(shell: QueueShell) -> Iterator[tuple[str, Message, LogRecord]]:
+    """(part token, the message's address and properties as published, record) for every
+    record of the staging queue; records that share properties share one decode."""
     restored: dict[bytes, tuple[str, Message]] = {}
     offset, end = shell.log_start_offset, shell.readable_end
     while offset < end:
@@ -184,17 +209,12 @@ def read_parts(shell: QueueShell) -> dict[str, list[Message]]:
         for record in records:
             if record.offset >= end:
                 break
-            stored = Message.from_record(record)
-            encoded = stored.encoded_properties()
+            encoded = stored_fields(record)[2]
             template = restored.get(encoded)
             if template is None:
-                template = restored[encoded] = _restore(stored)
-            token, model = template
-            parts.setdefault(token, []).append(Message(
-                model.exchange, model.routing_key, record.value, model.properties,
-                _encoded_properties=model.encoded_properties()))
+                template = restored[encoded] = _restore(Message.from_record(record))
+            yield template[0], template[1], record
         offset = records[-1].offset + 1
-    return parts
 
 
 def _restore(stored: Message) -> tuple[str, Message]:

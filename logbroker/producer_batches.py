@@ -39,11 +39,15 @@ from logbroker.batch_staging import (
     PRODUCER_ID_HEADER,
     PRODUCER_SEQ_HEADER,
     BatchStaging,
-    NotLeader,
     OpenBatch,
 )
 from logbroker.message import Message
-from logbroker.metadata import CommitProducerBatch, MetadataState, ProducerBatchApplied
+from logbroker.metadata import (
+    CommitProducerBatch,
+    MetadataState,
+    ProducerBatchApplied,
+    ProducerRecord,
+)
 from logbroker.metadata.commands import Command
 from logbroker.publishing import Publisher, PublishResult
 from logbroker.queue.queue_endpoint import RemoteQueues
@@ -89,10 +93,8 @@ class ProducerBatches:
         # A pending batch takes parts again: its commit did not finish.
         if record is not None and record.pending_commit_ms(seq) is None and (
                 seq in record.committed or seq < record.last_committed_seq):
-            raise BatchConflict(f"batch {seq} of producer '{producer}' is already committed"
-                                if seq in record.committed else
-                                f"batch {seq} of producer '{producer}' is behind its last "
-                                f"committed batch {record.last_committed_seq}")
+            raise (BatchConflict(f"batch {seq} of producer '{producer}' is already committed")
+                   if seq in record.committed else _behind(record, seq))
         return await self.staging.stage(vhost, producer, seq, messages)
 
     async def abort(self, vhost: str, producer: str, seq: int) -> int | None:
@@ -101,13 +103,7 @@ class ProducerBatches:
         if record is not None and seq in record.committed:
             raise BatchConflict(f"batch {seq} of producer '{producer}' is committed; "
                                 "it cannot be aborted")
-        try:
-            parts = self.staging.parts(vhost, producer, seq)
-        except NotLeader:
-            parts = None
-            count = None
-        else:
-            count = len(parts) if parts is not None else 0
+        count = self.staging.part_count(vhost, producer, seq)
         await self.staging.discard(vhost, producer, seq)
         return count
 
@@ -131,8 +127,7 @@ class ProducerBatches:
             await self.staging.discard(key.vhost, key.producer, key.seq)
             return CommitOutcome(duplicate=True, messages=0, unroutable=0, refused=0)
         if record is not None and key.seq < record.last_committed_seq and commit_ms is None:
-            raise BatchConflict(f"batch {key.seq} of producer '{key.producer}' is behind its "
-                                f"last committed batch {record.last_committed_seq}")
+            raise _behind(record, key.seq)
         parts = self.staging.parts(key.vhost, key.producer, key.seq) if tokens else {}
         if parts is None:
             raise UnknownParts(tokens)
@@ -186,6 +181,11 @@ class ProducerBatches:
                                                                    commit_ms):
                 holding.add(name)
         return holding
+
+
+def _behind(record: ProducerRecord, seq: int) -> BatchConflict:
+    return BatchConflict(f"batch {seq} of producer '{record.name}' is behind its last "
+                         f"committed batch {record.last_committed_seq}")
 
 
 def holds_batch(shell: QueueShell, producer: str, seq: int, since_ms: int) -> bool:

@@ -47,6 +47,13 @@ class ApiError(Exception):
         self.headers = headers
 
 
+def at_node(host: str, http_port: int, reason: str) -> ApiError:
+    """421 Misdirected Request: `reason`, then "at <the node's URL>", which also goes in
+    `X-Queue-Leader-Url` for clients that follow it (a replay, a batch's commit)."""
+    url = f"http://{host}:{http_port}"
+    return ApiError(421, f"{reason} at {url}", headers={"X-Queue-Leader-Url": url})
+
+
 def error_body(status: int, reason: str, field: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"error": _ERROR_OF_STATUS.get(status, "error"), "reason": reason}
     if field is not None:

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, principal, session
-from api.http.http_errors import ApiError
+from api.http.http_errors import ApiError, at_node
 from api.http.http_publish import build_message, check_not_blocked, exchange_name
 from api.http.path_names import path_name
 from api.http.request_body import RequestBody
@@ -54,9 +54,8 @@ def leader_elsewhere(ctx: ApiContext, node: str | None, what: str) -> ApiError:
     if record is None:
         return ApiError(503, f"{what}: the node that holds its staged parts is not known now; "
                              "retry shortly")
-    url = f"http://{record.host}:{record.http_port}"
-    return ApiError(421, f"{what} is staged on node '{node}': commit it at {url}",
-                    headers={"X-Queue-Leader-Url": url})
+    return at_node(record.host, record.http_port,
+                   f"{what} is staged on node '{node}': commit it")
 
 
 @router.post("/api/producers/{vhost}/{producer}/batches/{seq}/parts", status_code=201)

@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, Response
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, principal, session
-from api.http.http_errors import ApiError
+from api.http.http_errors import ApiError, at_node
 from api.http.message_codec import RecordEncoder
 from api.http.path_names import path_name
 from logbroker.queue.queue_shell import QueueShell
@@ -43,16 +43,18 @@ def _elsewhere(ctx: ApiContext, vhost: str, queue: str) -> ApiError:
     leader = record.leader_node if record is not None else None
     node = ctx.broker.state.cluster_node(leader) if leader is not None else None
     if node is not None:
-        url = f"http://{node.host}:{node.http_port}"
-        return ApiError(421, f"queue '{queue}' in vhost '{vhost}' is led by node "
-                        f"'{leader}': replay it at {url}", headers={"X-Queue-Leader-Url": url})
+        return at_node(node.host, node.http_port, f"queue '{queue}' in vhost '{vhost}' is "
+                       f"led by node '{leader}': replay it")
     return ApiError(404, f"no queue '{queue}' in vhost '{vhost}'")
+
+
+def _check_read(ctx: ApiContext, who: Principal, vhost: str, queue: str) -> None:
+    ctx.broker.check(session(ctx, who, vhost), "queue", queue, "read")
 
 
 def replay_view(ctx: ApiContext, who: Principal, vhost: str, queue: str) -> ReplayView:
     """The queue's log here: its leader's shell or an in-sync follower's copy."""
-    who_session = session(ctx, who, vhost)
-    ctx.broker.check(who_session, "queue", queue, "read")
+    _check_read(ctx, who, vhost, queue)
     view = ctx.broker.replay_view(vhost, queue)
     if view is None:
         raise _elsewhere(ctx, vhost, queue)
@@ -61,8 +63,7 @@ def replay_view(ctx: ApiContext, who: Principal, vhost: str, queue: str) -> Repl
 
 def replay_shell(ctx: ApiContext, who: Principal, vhost: str, queue: str) -> QueueShell:
     """The queue's shell, for a replay that follows new records (leader only)."""
-    who_session = session(ctx, who, vhost)
-    ctx.broker.check(who_session, "queue", queue, "read")
+    _check_read(ctx, who, vhost, queue)
     shell = ctx.broker.queue(vhost, queue)
     if shell is None:
         raise _elsewhere(ctx, vhost, queue)
