@@ -41,7 +41,10 @@ nothing queued sends a ping, an empty frame that is never delivered, every
 `ping_interval_s`, and a link on which nothing has been read for
 `idle_timeout_s` is closed as broken. The check is deferred by one loop turn
 before it closes: after a stall of this process, bytes that arrived meanwhile
-are read first, so only the peer's silence counts, not ours.
+are read first, so only the peer's silence counts, not ours. But a read that
+waited longer than `idle_timeout_s` closes the link without delivering what it
+read: this process stalled, so the peer, hearing no ping, has closed the link
+on its side and acted on it (requeued what it had forwarded here).
 
 Invariants: connected iff a current link exists; the current link is never
 retiring; a frame `send` accepted is written at most once, on one link, in
@@ -274,10 +277,20 @@ class LinkManager:
                     self._on_frame(link.peer, frame)
                 except Exception:
                     logger.exception("on_frame failed for a frame from %s", link.peer)
+            loop = asyncio.get_running_loop()
+            waited_since = loop.time()
             data = await link.reader.read(READ_CHUNK)
             if not data:
                 return
-            link.heard = asyncio.get_running_loop().time()
+            link.heard = loop.time()
+            if link.heard - waited_since > self._limits.idle_timeout_s:
+                # Nothing arrived for longer than a peer may stay silent, though it pings:
+                # it stalled (the watchdog closes such a link), or this process did, and
+                # then the peer has closed the link on its side already. What was buffered
+                # belongs to that link: delivering it now (a forwarded delivery the peer
+                # has since requeued and redelivered) would come after the peer moved on.
+                raise ConnectionError(f"nothing read for {link.heard - waited_since:.1f} s: "
+                                      "this node or the peer stalled")
             link.decoder.feed(data)
 
     async def _write_loop(self, state: PeerState, link: PeerLink) -> None:

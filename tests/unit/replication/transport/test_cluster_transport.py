@@ -3,6 +3,7 @@
 import asyncio
 import logging
 import random
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
@@ -436,3 +437,25 @@ async def test_a_silent_peer_is_a_broken_link_and_pings_keep_an_idle_one_up(
     a.transport.set_peers([b.address, c.address])
     await wait_until(lambda: a.connected("c"))
     await wait_until(lambda: ("c", False) in a.changes, timeout=2.0)
+
+
+async def test_what_arrives_after_this_node_stalled_past_the_timeout_is_not_delivered(
+    nodes: MakeNode,
+) -> None:
+    """A stalled process (SIGSTOP) stops pinging, so its peer closes the link and acts on
+    it; frames the link held must not be delivered once the process runs again."""
+    beating = TransportLimits(handshake_timeout_s=0.5, reconnect_min_s=0.01,
+                              reconnect_max_s=0.05, ping_interval_s=0.05, idle_timeout_s=0.3)
+    a = await nodes("a", limits=beating)
+    b = await nodes("b", limits=beating)
+    a.transport.set_peers([b.address])
+    await wait_until(lambda: a.connected("b") and b.connected("a"))
+    assert b.transport.send("a", b"sent before the stall")
+    await asyncio.sleep(0)  # b's writer puts it on the wire: it waits in a's socket
+    time.sleep(0.5)  # the whole loop stalls, as a paused process does
+    await wait_until(lambda: ("b", False) in a.changes)
+    await asyncio.sleep(0.1)
+    assert a.frames["b"] == []
+    await wait_until(lambda: a.connected("b") and b.connected("a"))
+    assert b.transport.send("a", b"after")
+    await wait_until(lambda: a.frames["b"] == [b"after"])
