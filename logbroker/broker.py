@@ -105,6 +105,10 @@ class Broker(BrokerAccess):
         # Set by the cluster node: whether the leader of (vhost, queue, epoch) here may
         # deliver now (its leader lease, logbroker.cluster.leader_lease).
         self.may_deliver: DeliveryCheck | None = None
+        # Set by the cluster node: whether its lease still holds now. Deliveries are
+        # made under the lease, but a pause between making them and writing them to a
+        # socket may outlast it: connections check again before they write deliveries.
+        self.lease_holds: Callable[[], bool] = lambda: True
         self.publisher = Publisher(self.router, self.queue, lambda: self.remote)
         staging = BatchStaging(lambda: self.state, self.apply, self.publisher, self.queue,
                                self.place_queue, self.released)

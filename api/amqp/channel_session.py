@@ -150,6 +150,7 @@ class ChannelSession(ChannelSettlement):
         entry = None if consumer.no_ack else Unacked(consumer.endpoint, offset, consumer_tag)
         tag = self._tags.issue(entry)
         self._since_flush += 1
+        self._ctx.deliveries_pending = True
         self._ctx.machine.send_deliver(self.number, consumer_tag or "", tag, redelivered,
                                        message.exchange, message.routing_key,
                                        message.encoded_properties(), message.body)

@@ -83,3 +83,6 @@ class ConnectionContext:
     flow_holds: list[asyncio.Future[None]] = field(default_factory=list)
     cancel_notify: bool = True  # the client has the consumer_cancel_notify capability
     direct_reply: DirectReplyRegistry = field(default_factory=DirectReplyRegistry)  # per listener
+    # Deliveries were written to the machine since the last flush (the shell checks
+    # the leader lease before it writes them: see ConnectionHandler._flush).
+    deliveries_pending: bool = False

@@ -328,6 +328,8 @@ class ConnectionHandler:
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        if self._stale_deliveries():
+            return
         data = self._machine.data_to_send()
         if not data or self._writer.is_closing():
             return
@@ -338,6 +340,22 @@ class ConnectionHandler:
             self._flushed()
         elif self._drain_task is None:
             self._drain_task = asyncio.ensure_future(self._resume_after_drain())
+
+    def _stale_deliveries(self) -> bool:
+        """Whether deliveries made under the leader lease would be written after it
+        lapsed (the process was paused between making and writing them): a new leader
+        may have redelivered them, flagged, meanwhile. They are not written; the
+        connection is dropped, so its unacked messages are redelivered, flagged."""
+        ctx = self._ctx
+        if ctx is None or not ctx.deliveries_pending:
+            return False
+        ctx.deliveries_pending = False
+        if self._broker.lease_holds():
+            return False
+        logger.warning("connection %s: deliveries made before the leader lease lapsed are "
+                       "not written; the connection is dropped", self.connection_id)
+        self.abort()
+        return True
 
     async def _resume_after_drain(self) -> None:
         with contextlib.suppress(ConnectionError, OSError):

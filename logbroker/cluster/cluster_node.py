@@ -148,6 +148,7 @@ class ClusterNode:
         broker.remote = self.remote_queues
         broker.placer = self._place
         broker.may_deliver = self._may_deliver
+        broker.lease_holds = self._lease_valid
         broker.use_replicas(self.followers, self._metadata_current)
         self._broker = broker
         self.metadata.on_applied = self._applied
