@@ -33,14 +33,16 @@ class BrokerAccess:
     def state(self) -> MetadataState:
         raise NotImplementedError
 
-    def authenticate(self, user: str, password: str, peer_host: str | None) -> str | None:
+    def authenticate(self, user: str, password: str | None,
+                     peer_host: str | None) -> str | None:
         """The user name, or None for a wrong password; raises `DefinitionsNotLoaded`
-        while a starting node cannot tell (never a refusal it cannot back)."""
+        while a starting node cannot tell (never a refusal it cannot back). Password
+        None: a verified client certificate names the user (EXTERNAL), who must exist."""
         self.definitions_loaded.check()
         record = self.state.user(user)
-        if record is None or not verify_password(
+        if record is None or (password is not None and not verify_password(
             password, record.password_hash, record.hashing_algorithm
-        ):
+        )):
             return None
         if user in self.config.loopback_users and not _is_loopback(peer_host):
             logger.warning("user %r may connect only from localhost (peer %s)", user, peer_host)

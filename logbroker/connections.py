@@ -16,6 +16,8 @@ class ConnectionInfo:
     vhost: str
     connected_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     channels: int = 0
+    auth_mechanism: str = ""  # PLAIN, AMQPLAIN, EXTERNAL (AMQP)
+    ssl: bool = False  # the connection came through a TLS listener
     state: str = "running"  # RabbitMQ's connection states: "flow", "blocked" while not read
 
 

@@ -33,6 +33,18 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     join = "n1@host1:25672"     # or: start empty and join through this member
     secret_file = "~/.logbroker.secret"   # like RabbitMQ's Erlang cookie
     queue_leader_locator = "client-local" # client-local | balanced | random
+    [tls]                       # AMQPS and HTTPS/WSS listeners (RabbitMQ's ssl_options)
+    cert = "server.pem"         # certificate chain
+    key = "server.key"
+    ca = "ca.pem"               # CA bundle for peer certificates
+    verify = "peer"             # none | peer
+    fail_if_no_peer_cert = true # refuse clients without a certificate (needs verify peer)
+    versions = "1.2,1.3"
+    ciphers = ""                # OpenSSL cipher list for TLS 1.2 ("": OpenSSL's defaults)
+    amqps_port = 5671           # the defaults once a certificate is configured
+    https_port = 15671
+    The key's password comes from LOGBROKER_TLS_KEY_PASSWORD or [tls] key_password only.
+    `--amqp-port 0` / `--http-port 0` turn the plain listeners off.
 """
 
 from __future__ import annotations
@@ -41,12 +53,14 @@ import argparse
 import logging
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from logbroker.broker_config import BrokerConfig
 from logbroker.event_loop import resolve_event_loop
 from logbroker.queue.publisher_flow import FlowLimits
+from logbroker.tls_options import TlsOptions, TlsOptionsError
 from segments.group_commit import FsyncPolicy
 
 if TYPE_CHECKING:
@@ -54,8 +68,23 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("logbroker")
 
-# (flag, environment variable, config section, config key, type)
-SETTINGS: tuple[tuple[str, str, str, str, type], ...] = (
+
+def switch(value: object) -> bool:
+    """A boolean setting: a bare flag, or true/false, yes/no, on/off, 1/0."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"{value!r} is not true or false")
+
+
+switch.__name__ = "boolean"
+
+# (flag, environment variable, config section, config key, type or parser)
+SETTINGS: tuple[tuple[str, str, str, str, Callable[[Any], Any]], ...] = (
     ("data_dir", "LOGBROKER_DATA_DIR", "node", "data_dir", str),
     ("node_name", "LOGBROKER_NODE_NAME", "node", "name", str),
     ("event_loop", "LOGBROKER_EVENT_LOOP", "node", "event_loop", str),
@@ -78,8 +107,21 @@ SETTINGS: tuple[tuple[str, str, str, str, type], ...] = (
     ("cluster_secret_file", "LOGBROKER_CLUSTER_SECRET_FILE", "cluster", "secret_file", str),
     ("queue_leader_locator", "LOGBROKER_QUEUE_LEADER_LOCATOR", "cluster",
      "queue_leader_locator", str),
+    ("amqps_port", "LOGBROKER_AMQPS_PORT", "tls", "amqps_port", int),
+    ("https_port", "LOGBROKER_HTTPS_PORT", "tls", "https_port", int),
+    ("tls_cert", "LOGBROKER_TLS_CERT", "tls", "cert", str),
+    ("tls_key", "LOGBROKER_TLS_KEY", "tls", "key", str),
+    ("tls_ca", "LOGBROKER_TLS_CA", "tls", "ca", str),
+    ("tls_verify", "LOGBROKER_TLS_VERIFY", "tls", "verify", str),
+    ("tls_fail_if_no_peer_cert", "LOGBROKER_TLS_FAIL_IF_NO_PEER_CERT", "tls",
+     "fail_if_no_peer_cert", switch),
+    ("tls_versions", "LOGBROKER_TLS_VERSIONS", "tls", "versions", str),
+    ("tls_ciphers", "LOGBROKER_TLS_CIPHERS", "tls", "ciphers", str),
 )
 SECRET_VARIABLE = "LOGBROKER_CLUSTER_SECRET"
+KEY_PASSWORD_VARIABLE = "LOGBROKER_TLS_KEY_PASSWORD"
+DEFAULT_AMQPS_PORT = 5671
+DEFAULT_HTTPS_PORT = 15671
 _FLOW_DEFAULTS = FlowLimits()
 
 
@@ -107,6 +149,17 @@ class ServeSettings:
     cluster_secret_file: str = "~/.logbroker.secret"
     queue_leader_locator: str = "client-local"
     cluster_secret: str = ""  # from LOGBROKER_CLUSTER_SECRET only: never a flag (ps shows flags)
+    amqps_port: int | None = None  # DEFAULT_AMQPS_PORT once a certificate is configured
+    https_port: int | None = None
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
+    tls_verify: str = "none"
+    tls_fail_if_no_peer_cert: bool = False
+    tls_versions: str = "1.2,1.3"
+    tls_ciphers: str = ""
+    tls_key_password: str = ""  # environment or config file only, as the cluster secret
+    tls: TlsOptions | None = None  # built from the tls_* settings by resolve_settings
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -140,6 +193,38 @@ def _check_flow(settings: ServeSettings) -> None:
         raise SettingsError(f"flow hold_max_ms {settings.flow_hold_max_ms} must be > 0")
 
 
+def _resolve_tls(settings: ServeSettings) -> None:
+    """Build the TLS options (and the TLS ports' defaults) once a certificate is set."""
+    if not settings.tls_cert:
+        stray = [name for name in ("tls_key", "tls_ca", "amqps_port", "https_port")
+                 if name in settings.sources]
+        if stray:
+            raise SettingsError(f"{settings.sources[stray[0]]} needs a certificate "
+                                f"(--tls-cert and --tls-key)")
+    else:
+        if not settings.tls_key:
+            raise SettingsError("--tls-cert needs its private key (--tls-key)")
+        try:
+            settings.tls = TlsOptions(
+                cert_file=settings.tls_cert, key_file=settings.tls_key, ca_file=settings.tls_ca,
+                verify=settings.tls_verify,
+                fail_if_no_peer_cert=settings.tls_fail_if_no_peer_cert,
+                key_password=settings.tls_key_password,
+                versions=tuple(v.strip() for v in settings.tls_versions.split(",") if v.strip()),
+                ciphers=settings.tls_ciphers)
+            settings.tls.server_context()  # bad files are refused now, not at a handshake
+        except TlsOptionsError as error:
+            raise SettingsError(str(error)) from error
+        if settings.amqps_port is None:
+            settings.amqps_port = DEFAULT_AMQPS_PORT
+        if settings.https_port is None:
+            settings.https_port = DEFAULT_HTTPS_PORT
+    if not (settings.amqp_port or settings.amqps_port):
+        raise SettingsError("--amqp-port 0 turns plain AMQP off, and no TLS listener "
+                            "(--tls-cert, --amqps-port) is configured: clients could not "
+                            "connect")
+
+
 def resolve_settings(
     arguments: argparse.Namespace, environment: dict[str, str]
 ) -> ServeSettings:
@@ -167,13 +252,17 @@ def resolve_settings(
         try:
             setattr(settings, name, kind(value))
         except (TypeError, ValueError) as error:
-            raise SettingsError(f"{source}: {value!r} is not a valid {kind.__name__}") from error
+            raise SettingsError(f"{source}: {value!r} is not a valid "
+                                f"{getattr(kind, '__name__', 'value')}") from error
         settings.sources[name] = source
     try:
         FsyncPolicy.parse(settings.fsync)
     except ValueError as error:
         raise SettingsError(str(error)) from error
     _check_flow(settings)
+    settings.tls_key_password = environment.get(
+        KEY_PASSWORD_VARIABLE, str(document.get("tls", {}).get("key_password", "")))
+    _resolve_tls(settings)
     try:
         settings.event_loop = resolve_event_loop(settings.event_loop)
     except ValueError as error:

@@ -69,6 +69,7 @@ from logbroker.definitions_loaded import DefinitionsNotLoaded
 from logbroker.errors import BrokerError
 from logbroker.metadata.reply_codes import ReplyCode
 from logbroker.queue.flow_gate import take_pending, wait_for_holds
+from logbroker.tls_options import peer_user_name
 
 __all__ = ["ConnectionHandler"]
 
@@ -103,8 +104,9 @@ class ConnectionHandler:
         self._reader = reader
         self._writer = writer
         self._machine = AmqpConnection(
-            replace(config, client_address=self.peer_host or ""), self._authenticate, _now_ms()
-        )
+            replace(config, client_address=self.peer_host or "",
+                    certificate_user=peer_user_name(writer.get_extra_info("peercert"))),
+            self._authenticate, _now_ms())
         self._sessions: dict[int, ChannelSession] = {}
         self._ctx: ConnectionContext | None = None
         self._in_flight = InFlight(PUBLISH_IN_FLIGHT_LIMIT)
@@ -125,7 +127,7 @@ class ConnectionHandler:
         self.task: asyncio.Task[object] | None = None
         writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
 
-    def _authenticate(self, username: str, password: str) -> str | None:
+    def _authenticate(self, username: str, password: str | None) -> str | None:
         # The peer host decides RabbitMQ's loopback-only rule for "guest".
         try:
             return self._broker.authenticate(username, password, self.peer_host)
@@ -287,8 +289,10 @@ class ConnectionHandler:
             direct_reply=self._replies,
         )
         self._machine.accept_open()
-        self._info = ConnectionInfo(self.connection_id, "AMQP 0-9-1", self.peer_host or "",
-                                    self._peer_port, event.user, event.virtual_host)
+        self._info = ConnectionInfo(
+            self.connection_id, "AMQP 0-9-1", self.peer_host or "", self._peer_port,
+            event.user, event.virtual_host, auth_mechanism=self._machine.auth_mechanism,
+            ssl=self._writer.get_extra_info("ssl_object") is not None)
         self._broker.connections.add(self._info)
         alarms = self._broker.resources.alarms
         if alarms.active:

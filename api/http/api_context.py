@@ -21,9 +21,17 @@ HTTP_CONNECTION_ID = "http"  # REST calls share one pseudo-connection (no exclus
 
 @dataclass(frozen=True)
 class Listeners:
-    amqp_port: int
+    amqp_port: int  # 0: plain AMQP is off
     http_port: int
     host: str = "127.0.0.1"
+    amqps_port: int | None = None  # the TLS listeners, when a certificate is configured
+    https_port: int | None = None
+
+    def enabled(self) -> list[tuple[str, int]]:
+        """(protocol, port) of every listener that is on, with RabbitMQ's protocol names."""
+        ports = (("amqp", self.amqp_port), ("amqp/ssl", self.amqps_port),
+                 ("http", self.http_port), ("https", self.https_port))
+        return [(protocol, port) for protocol, port in ports if port]
 
 
 @dataclass

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Iterator
 
@@ -53,7 +54,8 @@ def _listening_socket(host: str, port: int) -> socket.socket:
 
 
 class HttpServer:
-    def __init__(self, context: ApiContext, host: str, port: int) -> None:
+    def __init__(self, context: ApiContext, host: str, port: int,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.context = context
         self._sock = _listening_socket(host, port)
         self.port = self._sock.getsockname()[1]
@@ -65,7 +67,11 @@ class HttpServer:
                                 timeout_graceful_shutdown=2, ws_ping_interval=20,
                                 # Compressing every frame costs both ends more CPU than
                                 # the loopback or LAN bandwidth it saves.
-                                ws_per_message_deflate=False)
+                                ws_per_message_deflate=False,
+                                # HTTPS and WSS: the node's own context (its TLS options),
+                                # not one uvicorn would build from file names.
+                                ssl_context_factory=None if tls is None
+                                else lambda _config, _default: tls)
         self._server = _EmbeddedServer(config)
         self._task: asyncio.Task[None] | None = None
         self._timers: list[asyncio.Task[None]] = []
@@ -107,8 +113,10 @@ class HttpServer:
             await asyncio.sleep(min(max(wait_s, 0.005), LEASE_POLL_S))
 
 
-async def start_http_server(context: ApiContext, host: str, port: int) -> HttpServer:
-    server = HttpServer(context, host, port)
+async def start_http_server(context: ApiContext, host: str, port: int,
+                            tls: ssl.SSLContext | None = None) -> HttpServer:
+    server = HttpServer(context, host, port, tls)
     await server.start()
-    logger.info("HTTP API on %s:%d (docs at /docs)", host, server.port)
+    logger.info("%s API on %s:%d (docs at /docs)", "HTTPS" if tls else "HTTP", host,
+                server.port)
     return server

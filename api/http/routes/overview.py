@@ -48,11 +48,8 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management) -
         "cluster_name": cluster_name, "node": ctx.node_name,
         "erlang_version": f"python {platform.python_version()}",
         "listeners": [
-            {"node": ctx.node_name, "protocol": "amqp", "ip_address": ctx.listeners.host,
-             "port": ctx.listeners.amqp_port},
-            {"node": ctx.node_name, "protocol": "http", "ip_address": ctx.listeners.host,
-             "port": ctx.listeners.http_port},
-        ],
+            {"node": ctx.node_name, "protocol": protocol, "ip_address": ctx.listeners.host,
+             "port": port} for protocol, port in ctx.listeners.enabled()],
         "queue_totals": {"messages": ready + unacked, "messages_ready": ready,
                          "messages_unacknowledged": unacked},
         "object_totals": {
