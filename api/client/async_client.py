@@ -14,6 +14,7 @@ error) the client moves to the next node and retries idempotent requests.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -46,9 +47,12 @@ Objects = list[dict[str, Any]]
 class AsyncClient(ClientBase):
     def __init__(self, urls: str | Sequence[str] | None = None, *, vhost: str = "/",
                  timeout: float = 30.0, rounds: int = 2, backoff_s: float = 0.1,
+                 tls: ssl.SSLContext | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
-        super().__init__(urls, vhost=vhost, timeout=timeout, rounds=rounds, backoff_s=backoff_s)
-        self._http = httpx.AsyncClient(timeout=self._timeouts(), transport=transport)
+        super().__init__(urls, vhost=vhost, timeout=timeout, rounds=rounds, backoff_s=backoff_s,
+                         tls=tls)
+        self._http = httpx.AsyncClient(timeout=self._timeouts(), transport=transport,
+                                  verify=self._verify)
 
     async def __aenter__(self) -> AsyncClient:
         return self

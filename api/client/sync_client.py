@@ -12,6 +12,7 @@ Same methods and failover as `AsyncClient` (see there).
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -46,9 +47,12 @@ Objects = list[dict[str, Any]]
 class Client(ClientBase):
     def __init__(self, urls: str | Sequence[str] | None = None, *, vhost: str = "/",
                  timeout: float = 30.0, rounds: int = 2, backoff_s: float = 0.1,
+                 tls: ssl.SSLContext | None = None,
                  transport: httpx.BaseTransport | None = None) -> None:
-        super().__init__(urls, vhost=vhost, timeout=timeout, rounds=rounds, backoff_s=backoff_s)
-        self._http = httpx.Client(timeout=self._timeouts(), transport=transport)
+        super().__init__(urls, vhost=vhost, timeout=timeout, rounds=rounds, backoff_s=backoff_s,
+                         tls=tls)
+        self._http = httpx.Client(timeout=self._timeouts(), transport=transport,
+                                  verify=self._verify)
         self._loop = LoopThread()
 
     def __enter__(self) -> Client:

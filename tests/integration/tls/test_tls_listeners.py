@@ -11,6 +11,7 @@ import base64
 import socket
 import ssl
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import trustme
 import websockets
 from pika.credentials import ExternalCredentials
 
+from api.client import Client, ConnectionFailed, client_tls_context
 from tests.integration.conftest import BrokerProcess, free_port, start_broker
 
 
@@ -223,3 +225,25 @@ def test_the_readme_tls_section_works_as_written(tmp_path: Path) -> None:
         assert pika_round_trip(amqps_port, context, ExternalCredentials()) == b"over tls"
     finally:
         broker.stop()
+
+
+def test_the_python_client_and_the_cli_over_https_and_wss(
+        pki: Pki, tls_broker: BrokerProcess) -> None:
+    _, https_port = tls_ports(tls_broker)
+    url = f"https://guest:guest@127.0.0.1:{https_port}"
+    tls = client_tls_context(str(pki.ca_file), str(pki.client_cert), str(pki.client_key))
+    with Client(url, tls=tls) as client:
+        client.declare_queue("tls-client")
+        client.publish("", "tls-client", b"https")
+        with client.consume("tls-client", prefetch=1) as consumer:  # a WSS stream
+            delivery = next(consumer)
+            delivery.ack()
+        assert delivery.body == b"https"
+    with Client(url) as untrusting, pytest.raises(ConnectionFailed):
+        untrusting.overview()  # the system's CAs do not know the test CA
+    cli = [sys.executable, "-m", "logbroker", "--url", url, "list", "queues"]
+    listed = subprocess.run([*cli, "--ca-file", str(pki.ca_file)], capture_output=True,
+                            text=True, timeout=60)
+    assert listed.returncode == 0 and "tls-client" in listed.stdout, listed.stderr
+    refused = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 3 and "certificate verify failed" in refused.stderr
