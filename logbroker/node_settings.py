@@ -33,6 +33,7 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     join = "n1@host1:25672"     # or: start empty and join through this member
     secret_file = "~/.logbroker.secret"   # like RabbitMQ's Erlang cookie
     queue_leader_locator = "client-local" # client-local | balanced | random
+    tls = true                  # the link over TLS, mutually verified with [tls]'s files
     [tls]                       # AMQPS and HTTPS/WSS listeners (RabbitMQ's ssl_options)
     cert = "server.pem"         # certificate chain
     key = "server.key"
@@ -107,6 +108,7 @@ SETTINGS: tuple[tuple[str, str, str, str, Callable[[Any], Any]], ...] = (
     ("cluster_secret_file", "LOGBROKER_CLUSTER_SECRET_FILE", "cluster", "secret_file", str),
     ("queue_leader_locator", "LOGBROKER_QUEUE_LEADER_LOCATOR", "cluster",
      "queue_leader_locator", str),
+    ("cluster_tls", "LOGBROKER_CLUSTER_TLS", "cluster", "tls", switch),
     ("amqps_port", "LOGBROKER_AMQPS_PORT", "tls", "amqps_port", int),
     ("https_port", "LOGBROKER_HTTPS_PORT", "tls", "https_port", int),
     ("tls_cert", "LOGBROKER_TLS_CERT", "tls", "cert", str),
@@ -159,6 +161,7 @@ class ServeSettings:
     tls_versions: str = "1.2,1.3"
     tls_ciphers: str = ""
     tls_key_password: str = ""  # environment or config file only, as the cluster secret
+    cluster_tls: bool = False  # the cluster link over TLS (needs tls_cert, tls_key, tls_ca)
     tls: TlsOptions | None = None  # built from the tls_* settings by resolve_settings
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -219,6 +222,10 @@ def _resolve_tls(settings: ServeSettings) -> None:
             settings.amqps_port = DEFAULT_AMQPS_PORT
         if settings.https_port is None:
             settings.https_port = DEFAULT_HTTPS_PORT
+    if settings.cluster_tls and (settings.tls is None or not settings.tls_ca):
+        raise SettingsError("--cluster-tls needs the node's certificate, key and the CA "
+                            "that signs every node's certificate (--tls-cert, --tls-key, "
+                            "--tls-ca)")
     if not (settings.amqp_port or settings.amqps_port):
         raise SettingsError("--amqp-port 0 turns plain AMQP off, and no TLS listener "
                             "(--tls-cert, --amqps-port) is configured: clients could not "
@@ -296,8 +303,14 @@ def cluster_settings(settings: ServeSettings) -> ClusterSettings:
             secret = load_or_create_secret(os.path.expanduser(settings.cluster_secret_file))
         except (ClusterSecretError, OSError) as error:
             raise SettingsError(f"cluster secret: {error}") from error
+    link_tls = None
+    if settings.cluster_tls and settings.tls is not None:
+        try:
+            link_tls = settings.tls.link_contexts()
+        except TlsOptionsError as error:
+            raise SettingsError(str(error)) from error
     return ClusterSettings(
-        node_name=settings.node_name, secret=secret, bind_host=settings.host,
+        node_name=settings.node_name, secret=secret, bind_host=settings.host, link_tls=link_tls,
         cluster_port=settings.cluster_port or DEFAULT_CLUSTER_PORT,
         peers=peers + seeds, join=bool(settings.join), amqp_port=settings.amqp_port,
         http_port=settings.http_port, default_locator=settings.queue_leader_locator,

@@ -68,6 +68,25 @@ class TlsOptions:
             context.verify_mode = ssl.CERT_NONE
         return context
 
+    def link_contexts(self) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+        """(accepting, dialing) contexts for the cluster link: mutual verification, each
+        node presenting its certificate and requiring the other's, both chained to the
+        CA. Host names are not matched (nodes dial addresses that certificates seldom
+        name); the chain proves membership of the deployment, the shared secret and the
+        node names of the link's own handshake do the rest."""
+        if not self.ca_file:
+            raise TlsOptionsError("TLS on the cluster link needs a CA file (--tls-ca) to "
+                                  "verify the other nodes' certificates")
+        accepting = self.server_context()
+        accepting.verify_mode = ssl.CERT_REQUIRED
+        dialing = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        self._restrict_versions(dialing)
+        self._load_chain(dialing)
+        self._load_ca(dialing)
+        dialing.check_hostname = False
+        dialing.verify_mode = ssl.CERT_REQUIRED
+        return accepting, dialing
+
     def _restrict_versions(self, context: ssl.SSLContext) -> None:
         chosen = sorted(TLS_VERSIONS[version] for version in self.versions)
         context.minimum_version = chosen[0]

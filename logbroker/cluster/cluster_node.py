@@ -98,7 +98,7 @@ class ClusterNode:
         self.transport = ClusterTransport(
             settings.node_name, settings.secret, host=settings.bind_host,
             port=settings.cluster_port, on_frame=self.rpc.on_frame,
-            on_peer_change=self._peer_changed, rng=self.rng)
+            on_peer_change=self._peer_changed, rng=self.rng, tls=settings.link_tls)
         self._driver: RaftDriver | None = None
         self._broker: Broker | None = None
         self._tasks: set[asyncio.Future[Any]] = set()

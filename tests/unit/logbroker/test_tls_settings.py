@@ -7,7 +7,12 @@ import pytest
 import trustme
 
 from api.node import build_parser
-from logbroker.node_settings import ServeSettings, SettingsError, resolve_settings
+from logbroker.node_settings import (
+    ServeSettings,
+    SettingsError,
+    cluster_settings,
+    resolve_settings,
+)
 from logbroker.tls_options import TlsOptions, TlsOptionsError, peer_user_name
 
 
@@ -78,6 +83,8 @@ def test_the_bare_flag_and_the_environment(files: dict[str, str]) -> None:
     (("--tls-cert", "{ca}", "--tls-key", "{key}"), "certificate"),  # key does not match
     (("--tls-cert", "/nonexistent.pem", "--tls-key", "{key}"), "nonexistent"),
     (("--amqp-port", "0"), "clients could not connect"),
+    (("--cluster-tls",), "--cluster-tls needs"),
+    (("--tls-cert", "{cert}", "--tls-key", "{key}", "--cluster-tls"), "--cluster-tls needs"),
 ])
 def test_bad_tls_settings_are_refused_at_start(
         files: dict[str, str], argv: tuple[str, ...], message: str) -> None:
@@ -95,3 +102,14 @@ def test_peer_user_name_is_the_subjects_common_name() -> None:
     assert peer_user_name(certificate) == "alice"
     assert peer_user_name({"subject": ((("organizationName", "x"),),)}) is None
     assert peer_user_name(None) is None
+
+
+def test_the_cluster_link_contexts_verify_both_ways(files: dict[str, str]) -> None:
+    settings = resolve("--tls-cert", files["cert"], "--tls-key", files["key"], "--tls-ca",
+                       files["ca"], "--cluster-tls", "--peers", "n1@127.0.0.1:25672",
+                       environment={"LOGBROKER_CLUSTER_SECRET": "test-secret"})
+    assert settings.cluster_tls
+    accepting, dialing = cluster_settings(settings).link_tls or (None, None)
+    assert accepting is not None and accepting.verify_mode == ssl.CERT_REQUIRED
+    assert dialing is not None and dialing.verify_mode == ssl.CERT_REQUIRED
+    assert not dialing.check_hostname
