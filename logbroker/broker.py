@@ -114,7 +114,7 @@ class Broker(BrokerAccess):
                                self.place_queue, self.released)
         self.producer_batches = ProducerBatches(lambda: self.state, self.apply, self.publisher,
                                                 lambda: self.remote, staging)
-        self.connections = ConnectionRegistry()
+        self.connections = ConnectionRegistry(config.max_connections)
         self._retention_task: asyncio.Future[None] | None = None
         watermarks = Watermarks(
             config.memory_high_watermark_bytes or default_memory_watermark(),

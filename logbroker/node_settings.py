@@ -23,6 +23,7 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     retention_bytes = 1073741824
     [limits]
     max_message_bytes = 134217728
+    max_connections = 0         # client connections per node (0: no limit)
     [flow]                      # holding publishers while a queue's consumers catch up
     high = 200                  # ready messages above which they are held (0: never)
     low = 100                   # a hold ends once the backlog is down to this
@@ -97,6 +98,7 @@ SETTINGS: tuple[tuple[str, str, str, str, Callable[[Any], Any]], ...] = (
     ("frame_max", "LOGBROKER_FRAME_MAX", "amqp", "frame_max", int),
     ("channel_max", "LOGBROKER_CHANNEL_MAX", "amqp", "channel_max", int),
     ("max_message_bytes", "LOGBROKER_MAX_MESSAGE_BYTES", "limits", "max_message_bytes", int),
+    ("max_connections", "LOGBROKER_MAX_CONNECTIONS", "limits", "max_connections", int),
     ("retention_ms", "LOGBROKER_RETENTION_MS", "storage", "retention_ms", int),
     ("retention_bytes", "LOGBROKER_RETENTION_BYTES", "storage", "retention_bytes", int),
     ("flow_high", "LOGBROKER_FLOW_HIGH", "flow", "high", int),
@@ -140,6 +142,7 @@ class ServeSettings:
     frame_max: int = 131072
     channel_max: int = 2047
     max_message_bytes: int = 128 * 1024 * 1024
+    max_connections: int = 0
     retention_ms: int = 24 * 3600 * 1000
     retention_bytes: int = 1 << 30
     flow_high: int = _FLOW_DEFAULTS.high
@@ -175,6 +178,7 @@ class ServeSettings:
             node_name=self.node_name,
             fsync_policy=FsyncPolicy.parse(self.fsync),
             max_message_bytes=self.max_message_bytes,
+            max_connections=self.max_connections,
             retention_ms=self.retention_ms,
             retention_bytes=self.retention_bytes,
             publisher_flow=None if self.flow_high == 0 else FlowLimits(

@@ -275,6 +275,14 @@ class ConnectionHandler:
         except BrokerError as err:
             self._machine.refuse_open(err.reply_code, err.reply_text)
             return
+        refusal = self._broker.connections.refusal(
+            event.virtual_host,
+            self._broker.state.vhost_limit(event.virtual_host, "max-connections"))
+        if refusal is not None:
+            logger.warning("connection %s: %s", self.connection_id, refusal)
+            self._machine.refuse_open(ReplyCode.NOT_ALLOWED,
+                                      reply_text(ReplyCode.NOT_ALLOWED, refusal))
+            return
         self._ctx = ConnectionContext(
             broker=self._broker,
             machine=self._machine,
