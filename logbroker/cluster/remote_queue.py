@@ -1,8 +1,9 @@
 """`RemoteQueue` / `RemoteQueueRegistry`: the client's node side of any-node access.
 
 Theory of operation. When a client on this node (A) uses a queue whose leader
-runs on node B, the broker hands the protocol layer a `RemoteQueue` instead of
-a `QueueShell`: publishes, consumes, gets, counts and purges become requests
+runs on node B, the broker hands the protocol layer a `RemoteQueue` (the
+forwarded kind of `QueueType`, logbroker/queue/queue_type.py) instead of a
+`QueueShell`: publishes, consumes, gets, counts and purges become requests
 to B (`QueueHost`), settlements and cancels become notices, and B's
 deliveries come back as `q.deliver` notices that the registry hands to the
 consumer's sink (the AMQP channel or WebSocket here) with B's offsets. So the
@@ -75,6 +76,7 @@ from logbroker.errors import NOT_FOUND, BrokerError
 from logbroker.message import Message
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.delivery_sink import DeliverySink
+from logbroker.queue.queue_type import FORWARDED, Capabilities, Dequeued, QueueStats
 
 if TYPE_CHECKING:
     from logbroker.cluster.cluster_node import ClusterNode
@@ -103,6 +105,9 @@ class RemoteQueue:
     @property
     def closed(self) -> bool:
         return self._registry.cached(self.vhost, self._name) is not self
+
+    def capabilities(self) -> Capabilities:
+        return FORWARDED
 
     def _header(self, **fields: object) -> dict[str, object]:
         return {"v": self.vhost, "q": self._name, **fields}
@@ -179,26 +184,24 @@ class RemoteQueue:
         self._registry.forget_channel(self._node, channel_key)
         self._registry.notify(self._node, "q.channel_closed", self._header(ck=channel_key))
 
-    async def get(self, channel_key: str, no_ack: bool
-                  ) -> tuple[int, bool, Message, int] | None:
+    async def dequeue(self, channel_key: str, no_ack: bool) -> Dequeued | None:
         answer = await self._registry.call(self._node, "q.get",
                                            self._header(ck=channel_key, no_ack=no_ack))
         self._learn(answer)
         if not answer.header["found"]:
             return None
         header = answer.header
-        return (int(header["o"]), bool(header["r"]), decode_message(answer.blobs[0]),
-                int(header["left"]))
+        return Dequeued(int(header["o"]), bool(header["r"]), decode_message(answer.blobs[0]),
+                        int(header["left"]))
 
-    async def counts(self) -> tuple[int, int]:
-        answer = await self._registry.call(self._node, "q.counts", self._header())
-        return int(answer.header["messages"]), int(answer.header["consumers"])
-
-    async def figures(self) -> tuple[int, int, int, int]:
+    async def stats(self) -> QueueStats:
         answer = await self._registry.call(self._node, "q.counts", self._header())
         header = answer.header
-        return (int(header["messages"]), int(header["consumers"]), int(header["first"]),
-                int(header["end"]))
+        return QueueStats(int(header["messages"]), int(header["consumers"]),
+                          int(header["first"]), int(header["end"]))
+
+    async def declared(self) -> QueueStats:
+        return await self.stats()  # its leader keeps the idle timer (x-expires)
 
     async def purge(self) -> int:
         answer = await self._registry.call(self._node, "q.purge", self._header())
