@@ -382,17 +382,10 @@ class Broker:
                 self._open_when_released(closing, vhost, name, high_watermark))
             self._closing.add(opening)
             return
-        settings = self.queue_settings(vhost, name)
-        record = self.state.queue(vhost, name)
-        replica = None
-        if record is not None and record.replicated and self.roles is not None:
-            definition = self.state.queue_policy_definition(vhost, name)
-            replica = ReplicaSetup(
-                self.config.node_name, record.epoch, record.members, record.in_sync,
-                high_watermark, sync_mode=_sync_mode(definition),
-                sync_batch_size=int(definition.get("ha-sync-batch-size", 4096)))
-        shell = QueueShell.open(settings, self.fs, self.queue_directory(vhost, name), replica)
-        if shell.replication is not None and replica is not None and self.may_deliver:
+        replica = self._replica_setup(vhost, name, high_watermark)
+        shell = QueueShell.open(self.queue_settings(vhost, name), self.fs,
+                                self.queue_directory(vhost, name), replica)
+        if replica is not None and shell.replication is not None and self.may_deliver:
             shell.replication.lease = functools.partial(self.may_deliver, vhost, name,
                                                         replica.epoch)
         shell.on_dead_letter = self.publisher.dead_letter
@@ -402,6 +395,18 @@ class Broker:
         # The first pump arms the queue's timer, so x-expires and message TTLs run
         # even if nobody ever consumes from the queue.
         shell.schedule_pump()
+
+    def _replica_setup(self, vhost: str, name: str, high_watermark: int | None
+                       ) -> ReplicaSetup | None:
+        """How a replicated queue led here opens (None: it is not replicated)."""
+        record = self.state.queue(vhost, name)
+        if record is None or not record.replicated or self.roles is None:
+            return None
+        definition = self.state.queue_policy_definition(vhost, name)
+        return ReplicaSetup(
+            self.config.node_name, record.epoch, record.members, record.in_sync,
+            high_watermark, sync_mode=_sync_mode(definition),
+            sync_batch_size=int(definition.get("ha-sync-batch-size", 4096)))
 
     async def _open_when_released(self, closing: asyncio.Future[None], vhost: str, name: str,
                                   high_watermark: int | None) -> None:
