@@ -59,7 +59,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_consumers import (
@@ -69,6 +68,7 @@ from logbroker.cluster.forwarded_consumers import (
     lookahead_for,
 )
 from logbroker.cluster.forwarded_message import decode_message
+from logbroker.cluster.forwarding_port import ForwardingPort
 from logbroker.cluster.queue_host import WINDOW
 from logbroker.cluster.remote_flow import FLOW_OP, RemoteHolds
 from logbroker.cluster.remote_publish import RemotePublisher
@@ -77,9 +77,6 @@ from logbroker.message import Message
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.delivery_sink import DeliverySink
 from logbroker.queue.queue_type import FORWARDED, Capabilities, Dequeued, QueueStats
-
-if TYPE_CHECKING:
-    from logbroker.cluster.cluster_node import ClusterNode
 
 logger = logging.getLogger(__name__)
 
@@ -214,7 +211,7 @@ class RemoteQueue:
 
 
 class RemoteQueueRegistry:
-    def __init__(self, node: ClusterNode) -> None:
+    def __init__(self, node: ForwardingPort) -> None:
         self._node = node
         self._queues: dict[tuple[str, str], RemoteQueue] = {}
         self.sinks: dict[str, DeliverySink] = {}
@@ -237,7 +234,7 @@ class RemoteQueueRegistry:
         return self._queues.get((vhost, name))
 
     def endpoint(self, vhost: str, name: str) -> RemoteQueue | None:
-        record = self._node.metadata.state.queue(vhost, name)
+        record = self._node.state().queue(vhost, name)
         if record is None or record.leader_node in (None, self._node.node_name):
             self._queues.pop((vhost, name), None)
             return None
@@ -253,12 +250,12 @@ class RemoteQueueRegistry:
         return self._flow.holds(vhost, names, publisher_id)
 
     def _leader_of(self, vhost: str, name: str) -> str | None:
-        record = self._node.metadata.state.queue(vhost, name)
+        record = self._node.state().queue(vhost, name)
         return record.leader_node if record is not None else None
 
     def _check_up(self, vhost: str, name: str, leader: str) -> None:
-        node_record = self._node.metadata.state.cluster_node(leader)
-        reachable = self._node.transport.is_connected(leader)
+        node_record = self._node.state().cluster_node(leader)
+        reachable = self._node.is_connected(leader)
         if not reachable or (node_record is not None and not node_record.up):
             raise BrokerError(NOT_FOUND, f"home node '{leader}' of durable queue '{name}' "
                               f"in vhost '{vhost}' is down or inaccessible")
@@ -273,9 +270,9 @@ class RemoteQueueRegistry:
         self._node.rpc.notify(node, Envelope(op, header))
 
     async def call(self, node: str, op: str, header: dict[str, object]) -> Envelope:
-        header = {**header, "a": self._node.driver.applied_index}
+        header = {**header, "a": self._node.applied_index()}
         return await self._node.rpc.call(node, Envelope(op, header),
-                                         self._node.settings.proposal_timeout_s)
+                                         self._node.request_timeout_s)
 
     def grant_window(self, node: str, channel_key: str) -> None:
         if (node, channel_key) not in self._granted:
@@ -341,7 +338,7 @@ class RemoteQueueRegistry:
         header = envelope.header
         channel_key, queue = str(header["ck"]), str(header["q"])
         epoch = header.get("e")  # None from a node on older code
-        state = self._node.metadata.state
+        state = self._node.state()
         if channel_key not in self.sinks:  # the channel is gone here: close it there too
             self.notify(peer, "q.channel_closed", {"ck": channel_key})
             return
@@ -466,7 +463,7 @@ class RemoteQueueRegistry:
         self._flow.peer_down(peer)
         for key in [key for key, queue in self._queues.items() if queue.node == peer]:
             del self._queues[key]
-        state = self._node.metadata.state
+        state = self._node.state()
         gone = self.consumers.matching(node=peer)
         for consumer in sorted(gone, key=lambda c: (c.channel_key, c.vhost, c.queue, c.tag)):
             self.consumers.take_buffered(consumer)
