@@ -473,7 +473,7 @@ class ClusterNode:
         logger.info("cluster node %s: leader lease restored", self.node_name)
         self.lease.restore(now_ms)
         for shell in self.broker.all_queues():
-            if shell.replication is not None:
+            if shell.capabilities().replicated:
                 shell.schedule_pump()  # what waited for the lease
 
     def _check_liveness(self) -> None:
