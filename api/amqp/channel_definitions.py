@@ -16,7 +16,7 @@ queue's name as the key, as the spec and RabbitMQ do.
 
 RabbitMQ answers delete-ok for a queue or exchange that does not exist
 (deletion is idempotent since 3.x); the metadata agrees for exchanges, and the
-queue case is decided here because :func:`definitions.delete_queue` reports the
+queue case is decided here because :meth:`Definitions.delete_queue` reports the
 missing queue first.
 """
 

@@ -40,7 +40,7 @@ every consumer it creates, so queues push basic.deliver through it.
 Errors: a :class:`BrokerError` (also raised here for channel-level rules)
 closes the channel with its reply code, text and the failing method's ids, or
 the connection for a hard error. Closing requeues everything the channel left
-unacked (``consuming.channel_closed``).
+unacked (``Consuming.channel_closed``).
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ Declaring and deleting are not methods of a queue: they are metadata commands
 (`logbroker.definitions`), applied on every node, which then opens or drops
 the `QueueShell` where the queue is led. `declared()` is what a declare asks
 of the queue once it exists (the idle timer of `x-expires`, the counts).
+Recovery is opening: `QueueShell.open` rebuilds a local queue or a leader from
+its files; a forwarded queue has nothing here to recover.
 """
 
 from __future__ import annotations
