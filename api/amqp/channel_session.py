@@ -40,7 +40,7 @@ every consumer it creates, so queues push basic.deliver through it.
 Errors: a :class:`BrokerError` (also raised here for channel-level rules)
 closes the channel with its reply code, text and the failing method's ids, or
 the connection for a hard error. Closing requeues everything the channel left
-unacked (``consuming.channel_closed``).
+unacked (``Consuming.channel_closed``).
 """
 
 from __future__ import annotations
@@ -65,13 +65,12 @@ from api.amqp.events import Acks, ChannelMethod, Publish
 from api.amqp.frame_encoding import build_method
 from api.amqp.pending_acks import PendingAcks
 from api.amqp.publish_pipeline import PublishPipeline
-from logbroker import consuming
 from logbroker.consumer_resubscription import ConsumeRequest, ConsumerMoves, SinkConsumer
 from logbroker.definitions import server_generated_name
 from logbroker.errors import NOT_IMPLEMENTED, PRECONDITION_FAILED, BrokerError
 from logbroker.message import Message
 from logbroker.publish_checks import check_publish
-from logbroker.queue.queue_endpoint import QueueEndpoint
+from logbroker.queue.queue_type import QueueType
 
 __all__ = ["ChannelSession"]
 
@@ -98,7 +97,7 @@ class ChannelSession(ChannelSettlement):
         self._on_closed = on_closed
         self._definitions = ChannelDefinitions(ctx.broker, ctx.session, ctx.direct_reply.exists)
         self._reply = ReplyEndpoint(ctx.direct_reply, self._deliver_reply)
-        self._tags: DeliveryTags[QueueEndpoint] = DeliveryTags()
+        self._tags: DeliveryTags[QueueType] = DeliveryTags()
         self._consumers: dict[str, SinkConsumer] = {}
         self._moves = ConsumerMoves(ctx.broker, ctx.session, self, self._consumers,
                                     lambda: self.closed, self._tell_cancelled)
@@ -107,7 +106,7 @@ class ChannelSession(ChannelSettlement):
         self._global_prefetch = 0  # channel-wide; 0: no limit
         self._since_flush = 0  # deliveries since the shell last flushed our output
         self._pipeline = PublishPipeline(ctx, number)
-        self._tx: Transaction[QueueEndpoint] | None = None
+        self._tx: Transaction[QueueType] | None = None
         self._acks = PendingAcks(self._settle, ctx.after_read)
         # Set while earlier publishes (or a tx.commit) are unanswered: later events wait.
         self._backlog: deque[ChannelEvent] | None = None
@@ -298,8 +297,8 @@ class ChannelSession(ChannelSettlement):
         self._tags.take_all()
         self._consumers.clear()
         self._reply.close()
-        consuming.channel_closed(
-            self._ctx.broker, self._ctx.session.vhost, self._key, self._queues_used
+        self._ctx.broker.consuming.channel_closed(
+            self._ctx.session.vhost, self._key, self._queues_used
         )
 
     # -- basic.publish, confirm.select, tx.* ------------------------------------------
@@ -352,13 +351,13 @@ class ChannelSession(ChannelSettlement):
 
     async def _consume_queue(self, method: commands.Basic.Consume, queue: str) -> None:
         ctx = self._ctx
-        tag, endpoint = await consuming.consume(
-            ctx.broker, ctx.session, queue, self, consumer_tag=method.consumer_tag,
+        tag, endpoint = await ctx.broker.consuming.consume(
+            ctx.session, queue, self, consumer_tag=method.consumer_tag,
             no_ack=method.no_ack, exclusive=method.exclusive,
             prefetch_count=self._prefetch_count, arguments=method.arguments,
         )  # fmt: skip
         if self.closed:  # closed while a remote leader registered the consumer
-            consuming.cancel(ctx.broker, ctx.session, queue, tag)
+            ctx.broker.consuming.cancel(ctx.session, queue, tag)
             return
         self._consumers[tag] = SinkConsumer(endpoint, ConsumeRequest(
             queue, tag, method.no_ack, method.exclusive, self._prefetch_count,
@@ -376,7 +375,7 @@ class ChannelSession(ChannelSettlement):
         if consumer is None:
             self._reply.cancel(tag)
         else:
-            consuming.cancel(self._ctx.broker, self._ctx.session, consumer.endpoint.name, tag)
+            self._ctx.broker.consuming.cancel(self._ctx.session, consumer.endpoint.name, tag)
         if not method.nowait:
             self._send(commands.Basic.CancelOk(tag))
 
@@ -386,7 +385,7 @@ class ChannelSession(ChannelSettlement):
     async def _get_message(self, method: commands.Basic.Get) -> None:
         ctx = self._ctx
         queue = self._definitions.queue_name(method.queue)
-        found = await consuming.get(ctx.broker, ctx.session, queue, self._key, method.no_ack)
+        found = await ctx.broker.consuming.get(ctx.session, queue, self._key, method.no_ack)
         self._queues_used.add(queue)
         if self.closed:
             if found is not None and not method.no_ack:

@@ -25,7 +25,7 @@ from api.amqp.events import Acks, ChannelMethod, Publish
 from api.amqp.pending_acks import PendingAcks
 from api.amqp.publish_pipeline import PublishPipeline
 from logbroker.errors import NOT_IMPLEMENTED, PRECONDITION_FAILED, BrokerError
-from logbroker.queue.queue_endpoint import QueueEndpoint
+from logbroker.queue.queue_type import QueueType
 
 __all__ = ["ChannelSettlement"]
 
@@ -38,8 +38,8 @@ class ChannelSettlement(ABC):
 
     closed: bool
     _ctx: ConnectionContext
-    _tags: DeliveryTags[QueueEndpoint]
-    _tx: Transaction[QueueEndpoint] | None
+    _tags: DeliveryTags[QueueType]
+    _tx: Transaction[QueueType] | None
     _acks: PendingAcks
     _pipeline: PublishPipeline
     _global_prefetch: int
@@ -98,7 +98,7 @@ class ChannelSettlement(ABC):
             self._tags.restore(settlement.deliveries)
         self._send(commands.Tx.RollbackOk())
 
-    def _transaction(self) -> Transaction[QueueEndpoint]:
+    def _transaction(self) -> Transaction[QueueType]:
         if self._tx is None:
             raise BrokerError(PRECONDITION_FAILED, "channel is not transactional")
         return self._tx
@@ -139,13 +139,13 @@ class ChannelSettlement(ABC):
         if isinstance(method, commands.Basic.Recover):
             self._send(commands.Basic.RecoverOk())
 
-    def _settle_or_hold(self, settlement: Settlement[QueueEndpoint]) -> None:
+    def _settle_or_hold(self, settlement: Settlement[QueueType]) -> None:
         if self._tx is not None:
             self._tx.settlements.append(settlement)
         else:
             self._settle(settlement)
 
-    def _settle(self, settlement: Settlement[QueueEndpoint]) -> list[QueueEndpoint]:
+    def _settle(self, settlement: Settlement[QueueType]) -> list[QueueType]:
         settled = apply_settlement(self._ctx.broker, self._ctx.session.vhost, settlement)
         if self._global_prefetch:
             self.resume()  # channel credit grew for every queue we consume from

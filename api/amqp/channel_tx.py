@@ -32,7 +32,7 @@ from api.amqp.delivery_tags import Unacked
 from logbroker.broker import Broker
 from logbroker.errors import BrokerError
 from logbroker.message import Message
-from logbroker.queue.queue_endpoint import QueueEndpoint
+from logbroker.queue.queue_type import QueueType
 
 __all__ = ["Settlement", "Transaction", "apply_settlement", "settles_durable"]
 
@@ -62,12 +62,12 @@ class Transaction(Generic[T]):
         return publishes, settlements
 
 
-def apply_settlement(broker: Broker, vhost: str, settlement: Settlement[QueueEndpoint]
-                     ) -> list[QueueEndpoint]:
+def apply_settlement(broker: Broker, vhost: str, settlement: Settlement[QueueType]
+                     ) -> list[QueueType]:
     """Ack, or reject (requeue or not), the settled deliveries on their queues; returns
     the queues where that settled messages (acks, rejects without requeue)."""
-    settled: list[QueueEndpoint] = []
-    by_shell: dict[int, tuple[QueueEndpoint, list[int]]] = {}
+    settled: list[QueueType] = []
+    by_shell: dict[int, tuple[QueueType, list[int]]] = {}
     for _tag, entry in settlement.deliveries:
         by_shell.setdefault(id(entry.target), (entry.target, []))[1].append(entry.offset)
     for shell, offsets in by_shell.values():
@@ -82,13 +82,13 @@ def apply_settlement(broker: Broker, vhost: str, settlement: Settlement[QueueEnd
     return settled
 
 
-async def settles_durable(endpoints: Iterable[QueueEndpoint]) -> None:
-    """Every settle made so far on `endpoints` is durable (QueueEndpoint.settles_durable)."""
+async def settles_durable(endpoints: Iterable[QueueType]) -> None:
+    """Every settle made so far on `endpoints` is durable (QueueType.settles_durable)."""
     unique = {id(endpoint): endpoint for endpoint in endpoints}
     await asyncio.gather(*(endpoint.settles_durable() for endpoint in unique.values()))
 
 
-def _current(broker: Broker, vhost: str, name: str) -> QueueEndpoint | None:
+def _current(broker: Broker, vhost: str, name: str) -> QueueType | None:
     try:
         return broker.endpoint(vhost, name)
     except BrokerError:

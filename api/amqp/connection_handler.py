@@ -5,7 +5,7 @@ Read loop of the pure :class:`~api.amqp.connection_machine.AmqpConnection`
 
     read bytes -> machine.receive_data -> events -> broker calls -> machine.send_* -> flush
 
-* Events: ``OpenRequested`` is answered at once (``broker.check_vhost``, then
+* Events: ``OpenRequested`` is answered at once (``broker.access.check_vhost``, then
   accept or refuse); ``ChannelOpened`` creates a
   :class:`~api.amqp.channel_session.ChannelSession`, which gets its channel's
   methods and publishes; ``ChannelClosed`` closes it (unacked messages
@@ -61,7 +61,6 @@ from api.amqp.handshake import LoginUnavailable
 from api.amqp.output_round import OutputRound
 from api.amqp.reply_texts import reply_text
 from api.amqp.server_properties import ConnectionConfig
-from logbroker import definitions
 from logbroker.broker import Broker
 from logbroker.broker_config import Session
 from logbroker.connections import ConnectionInfo
@@ -130,7 +129,7 @@ class ConnectionHandler:
     def _authenticate(self, username: str, password: str | None) -> str | None:
         # The peer host decides RabbitMQ's loopback-only rule for "guest".
         try:
-            return self._broker.authenticate(username, password, self.peer_host)
+            return self._broker.access.authenticate(username, password, self.peer_host)
         except DefinitionsNotLoaded as error:
             raise LoginUnavailable(error.text) from None
 
@@ -271,7 +270,7 @@ class ConnectionHandler:
 
     def _open(self, event: OpenRequested) -> None:
         try:
-            self._broker.check_vhost(event.user, event.virtual_host)
+            self._broker.access.check_vhost(event.user, event.virtual_host)
         except BrokerError as err:
             self._machine.refuse_open(err.reply_code, err.reply_text)
             return
@@ -435,7 +434,7 @@ class ConnectionHandler:
             session.close()
         if self._ctx is not None:
             try:
-                await definitions.delete_exclusive_queues(self._broker, self.connection_id)
+                await self._broker.definitions.delete_exclusive_queues(self.connection_id)
             except BrokerError:
                 logger.exception("connection %s: deleting exclusive queues", self.connection_id)
         data = self._machine.data_to_send()

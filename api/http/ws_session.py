@@ -61,12 +61,11 @@ from api.http.ws_outbox import SMALL_FRAME_BYTES, Outbox
 from api.http.ws_publish import PublishChain
 from api.http.ws_publish_build import build_frame_messages
 from api.http.ws_replay import Replays, stopped_frame
-from logbroker import consuming
 from logbroker.broker_config import Session
 from logbroker.consumer_resubscription import ConsumeRequest, ConsumerMoves, SinkConsumer
 from logbroker.errors import BrokerError
 from logbroker.message import Message
-from logbroker.queue.queue_endpoint import QueueEndpoint
+from logbroker.queue.queue_type import QueueType
 
 __all__ = ["WsSession"]
 
@@ -106,7 +105,7 @@ class WsSession:
         self._outbox = Outbox(socket.send_text, self._resume)
         self._publishes = PublishChain(ctx.broker, vhost, self._outbox, connection_id)
         self._replays = Replays(self._outbox)
-        self._tags: DeliveryTags[QueueEndpoint] = DeliveryTags()
+        self._tags: DeliveryTags[QueueType] = DeliveryTags()
         self._consumers: dict[str, SinkConsumer] = {}
         self._moves = ConsumerMoves(ctx.broker, self._session, self, self._consumers,
                                     lambda: self.closed, self._tell_cancelled)
@@ -166,7 +165,7 @@ class WsSession:
             shell.schedule_pump()
 
     @staticmethod
-    def _give_back(shell: QueueEndpoint | None, offset: int) -> None:
+    def _give_back(shell: QueueType | None, offset: int) -> None:
         if shell is not None and not shell.closed:
             shell.reject([offset], requeue=True)
 
@@ -200,7 +199,7 @@ class WsSession:
         self._tags.take_all()
         self._consumers.clear()
         try:
-            consuming.channel_closed(self._broker, self._vhost, self.channel_key,
+            self._broker.consuming.channel_closed(self._vhost, self.channel_key,
                                      self._queues_used)
         except Exception:  # the broker may be shutting down under us
             logger.exception("WebSocket %s: requeueing on close", self.channel_key)
@@ -262,8 +261,8 @@ class WsSession:
                              "connection", "consumer_tag")
         if len(self._consumers) >= MAX_CONSUMERS:
             raise FrameError(400, f"at most {MAX_CONSUMERS} consumers per connection")
-        tag, endpoint = await consuming.consume(
-            self._broker, self._session, request.queue, self,
+        tag, endpoint = await self._broker.consuming.consume(
+            self._session, request.queue, self,
             consumer_tag=request.consumer_tag, no_ack=request.no_ack,
             prefetch_count=request.prefetch, arguments=request.arguments)
         self._consumers[tag] = SinkConsumer(endpoint, ConsumeRequest(
@@ -278,7 +277,7 @@ class WsSession:
         tag = parse_name(frame, "consumer_tag")
         consumer = self._consumers.pop(tag, None)
         if consumer is not None:
-            consuming.cancel(self._broker, self._session, consumer.endpoint.name, tag)
+            self._broker.consuming.cancel(self._session, consumer.endpoint.name, tag)
         # Unknown tags are answered too, as AMQP's basic.cancel: the queue may have
         # been deleted (and the consumer cancelled) while this frame was on its way.
         self._outbox.push({"op": "cancelled", "consumer_tag": tag})

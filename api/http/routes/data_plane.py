@@ -23,7 +23,6 @@ from api.http.leases import Lease
 from api.http.message_codec import message_json
 from api.http.path_names import path_name
 from api.http.request_body import RequestBody
-from logbroker import consuming
 
 router = APIRouter(tags=["data plane"])
 Context = Depends(api_context)
@@ -82,7 +81,7 @@ async def lease_messages(vhost: str, name: str, body: LeaseBody, ctx: ApiContext
     deadline = int(time.time() * 1000) + body.visibility_timeout_ms
     out = []
     for _ in range(body.count):
-        found = await consuming.get(ctx.broker, who_session, queue, LEASE_CHANNEL,
+        found = await ctx.broker.consuming.get(who_session, queue, LEASE_CHANNEL,
                                     no_ack=False)
         if found is None:
             break
