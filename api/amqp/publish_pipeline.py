@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from pamqp import commands
 
-from api.amqp.connection_context import ConnectionContext
+from api.amqp.connection_context import IN_FLIGHT_UNIT, ConnectionContext
 from api.amqp.direct_reply import DirectReplyRegistry
 from api.amqp.frame_encoding import build_method
 from logbroker.message import Message
@@ -133,7 +133,7 @@ class PublishPipeline:
             self._schedule_drain()
             return
         size = len(message.body)
-        self._ctx.in_flight.add(size)
+        self._ctx.flow.add(IN_FLIGHT_UNIT, size)
         batch = self._open
         if batch is None:
             batch = self._open = _Batch([])
@@ -151,7 +151,7 @@ class PublishPipeline:
             return
         session = self._ctx.session
         batch.task = self._ctx.broker.publisher.start_batch(
-            session.vhost, batch.messages, self._ctx.flow_holds, session.connection_id)
+            session.vhost, batch.messages, self._ctx.flow.holds, session.connection_id)
         batch.task.add_done_callback(functools.partial(self._finished, batch.size_bytes))
 
     def barrier(self, callback: Callable[[bool], None]) -> None:
@@ -169,7 +169,7 @@ class PublishPipeline:
         self._entries.clear()
 
     def _finished(self, size: int, task: asyncio.Future[list[PublishResult]]) -> None:
-        self._ctx.in_flight.remove(size)
+        self._ctx.flow.remove(IN_FLIGHT_UNIT, size)
         if not task.cancelled() and (error := task.exception()) is not None:
             # Logged here, not when answered: a closed channel never answers.
             if isinstance(error, ConfirmRefused):  # a fenced leader, too few replicas

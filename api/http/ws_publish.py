@@ -16,11 +16,13 @@ whole because it was malformed) is a task that waits for its own publishes
 *and* for the answer of the frame before it: a chain, so answers leave in the
 order of the frames however the fsyncs interleave.
 
-The socket's reader asks `wait_room` before reading another frame: while
-`MAX_IN_FLIGHT_MESSAGES` messages or `MAX_IN_FLIGHT_FRAMES` frames are
-unanswered it stops reading, and the client's sends back up into TCP. It
-also waits while a queue this socket published to holds its publishers back
-(:mod:`logbroker.queue.publisher_flow`), as an AMQP connection in flow does.
+The chain feeds the socket's :class:`~api.connection_flow.ConnectionFlow`,
+which its reader asks before reading another frame: the frames and messages
+in flight (while `MAX_IN_FLIGHT_MESSAGES` messages or `MAX_IN_FLIGHT_FRAMES`
+frames are unanswered the reader stops, and the client's sends back up into
+TCP), and the holds of queues this socket published to that hold their
+publishers back (:mod:`logbroker.queue.publisher_flow`), as an AMQP
+connection in flow does.
 """
 
 from __future__ import annotations
@@ -29,17 +31,19 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Sequence
 
+from api.connection_flow import ConnectionFlow
 from api.http.http_publish import PublishOutcome, start_publish_many
 from api.http.ws_frames import Frame, Ref
 from api.http.ws_outbox import SMALL_FRAME_BYTES, Outbox
 from logbroker.broker import Broker
 from logbroker.message import Message
-from logbroker.queue.flow_gate import take_pending, wait_for_holds
 
 logger = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT_MESSAGES = 10_000  # the reader pauses at this many unanswered messages...
 MAX_IN_FLIGHT_FRAMES = 1_000  # ...or frames (one frame may add up to MAX_FRAME_MESSAGES)
+#: What a WebSocket counts in flight, and where its reader pauses (`ConnectionFlow`).
+PAUSE_AT = {"frames": MAX_IN_FLIGHT_FRAMES, "messages": MAX_IN_FLIGHT_MESSAGES}
 _BYTES_PER_ID = 32
 
 # Answers still running when their socket closed: their publishes go on (the client
@@ -65,48 +69,23 @@ def confirm_frame(ids: Sequence[Ref], outcomes: Sequence[PublishOutcome | BaseEx
 
 
 class PublishChain:
-    def __init__(self, broker: Broker, vhost: str, outbox: Outbox,
+    def __init__(self, broker: Broker, vhost: str, outbox: Outbox, flow: ConnectionFlow,
                  connection_id: str = "") -> None:
         self._broker = broker
         self._vhost = vhost
         self._connection_id = connection_id  # a queue it consumes from never holds it
         self._outbox = outbox
+        self._flow = flow
         self._last: asyncio.Future[None] | None = None  # the latest frame's answer
-        self._messages = 0  # unanswered
-        self._frames = 0
-        self._room = asyncio.Event()
-        self._room.set()
-        # Queues holding this socket's publishes back (logbroker.queue.publisher_flow).
-        self._holds: list[asyncio.Future[None]] = []
-
-    @property
-    def in_flight(self) -> tuple[int, int]:
-        """(unanswered frames, unanswered messages)"""
-        return self._frames, self._messages
-
-    async def wait_room(self) -> None:
-        while not self._room.is_set():
-            await self._room.wait()
-        holds = take_pending(self._holds)
-        if holds:
-            # Shown as RabbitMQ shows a connection in flow (/api/connections).
-            info = self._broker.connections.get(self._connection_id)
-            if info is not None:
-                info.state = "flow"
-            try:
-                await wait_for_holds(holds)
-            finally:
-                if info is not None:
-                    info.state = "running"
 
     def submit(self, ids: Sequence[Ref], messages: Sequence[Message | str]) -> None:
         """Start publishing `messages` now (a str: a message refused, and why); the frame's
         confirm follows the earlier answers."""
         accepted = [m for m in messages if isinstance(m, Message)]
-        # Routed and appended now, so a queue that holds this socket back is in
-        # `_holds` before the reader asks `wait_room` for the next frame.
+        # Routed and appended now, so a queue that holds this socket back is among the
+        # flow's holds before the reader asks it for the next frame.
         work = asyncio.ensure_future(start_publish_many(
-            self._broker, self._vhost, accepted, self._holds, self._connection_id))
+            self._broker, self._vhost, accepted, self._flow.holds, self._connection_id))
 
         async def outcome() -> Frame:
             results: list[PublishOutcome | BaseException]
@@ -129,9 +108,8 @@ class PublishChain:
         self._chain(outcome(), 0, SMALL_FRAME_BYTES)
 
     def _chain(self, outcome: Awaitable[Frame], messages: int, size: int) -> None:
-        self._frames += 1
-        self._messages += messages
-        self._update_room()
+        self._flow.add("frames", 1)
+        self._flow.add("messages", messages)
         answer = asyncio.ensure_future(self._answer(self._last, outcome, messages, size))
         self._last = answer
         _lingering.add(answer)
@@ -147,12 +125,5 @@ class PublishChain:
         except Exception:
             logger.exception("WebSocket publish answer failed")
         finally:
-            self._frames -= 1
-            self._messages -= messages
-            self._update_room()
-
-    def _update_room(self) -> None:
-        if self._frames < MAX_IN_FLIGHT_FRAMES and self._messages < MAX_IN_FLIGHT_MESSAGES:
-            self._room.set()
-        else:
-            self._room.clear()
+            self._flow.remove("frames", 1)
+            self._flow.remove("messages", messages)
