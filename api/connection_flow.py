@@ -86,12 +86,16 @@ class ConnectionFlow:
 
     def add(self, unit: str, count: int) -> None:
         """`count` more `unit`s in flight (read, not answered yet)."""
-        self._counts[unit] += count
-        self._update_room()
+        counts = self._counts  # per publish on the AMQP path: kept to a few operations
+        counts[unit] += count
+        if counts[unit] >= self._pause_at[unit] and not self.closed:
+            self._room.clear()
 
     def remove(self, unit: str, count: int) -> None:
         self._counts[unit] -= count
-        self._update_room()
+        if not self._room.is_set() and all(
+                self._counts[name] < limit for name, limit in self._pause_at.items()):
+            self._room.set()
 
     def in_flight(self, unit: str) -> int:
         return self._counts[unit]
@@ -162,10 +166,3 @@ class ConnectionFlow:
 
     def _blocked(self) -> bool:
         return self._published and not self._unblocked.is_set() and not self.closed
-
-    def _update_room(self) -> None:
-        if self.closed or all(self._counts[unit] < limit
-                              for unit, limit in self._pause_at.items()):
-            self._room.set()
-        else:
-            self._room.clear()

@@ -12,9 +12,11 @@ in, first out, so the messages enter each queue's log in the order the client
 sent them, across frames too.
 
 The answer of a frame (its `confirm`, or the `error` of a frame refused as a
-whole because it was malformed) is a task that waits for its own publishes
-*and* for the answer of the frame before it: a chain, so answers leave in the
-order of the frames however the fsyncs interleave.
+whole because it was malformed) is an entry of an
+:class:`~api.ordered_answers.OrderedAnswers`, as an AMQP channel's confirms
+are: answers leave in the order of the frames however the fsyncs interleave.
+An answer is pushed only while the outbox is below its high-water mark; past
+it the answers wait, and go on when the outbox has drained (`resume`).
 
 The chain feeds the socket's :class:`~api.connection_flow.ConnectionFlow`,
 which its reader asks before reading another frame: the frames and messages
@@ -29,12 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from api.connection_flow import ConnectionFlow
 from api.http.http_publish import PublishOutcome, start_publish_many
 from api.http.ws_frames import Frame, Ref
 from api.http.ws_outbox import SMALL_FRAME_BYTES, Outbox
+from api.ordered_answers import OrderedAnswers
 from logbroker.broker import Broker
 from logbroker.message import Message
 
@@ -46,9 +50,9 @@ MAX_IN_FLIGHT_FRAMES = 1_000  # ...or frames (one frame may add up to MAX_FRAME_
 PAUSE_AT = {"frames": MAX_IN_FLIGHT_FRAMES, "messages": MAX_IN_FLIGHT_MESSAGES}
 _BYTES_PER_ID = 32
 
-# Answers still running when their socket closed: their publishes go on (the client
-# sent them), and the event loop only holds weak references to tasks.
-_lingering: set[asyncio.Future[None]] = set()
+# Publishes still running when their socket closed go on (the client sent them), and
+# the event loop only holds weak references to tasks.
+_lingering: set[asyncio.Future[list[PublishOutcome]]] = set()
 
 
 def confirm_frame(ids: Sequence[Ref], outcomes: Sequence[PublishOutcome | BaseException]
@@ -68,6 +72,37 @@ def confirm_frame(ids: Sequence[Ref], outcomes: Sequence[PublishOutcome | BaseEx
     return {"op": "confirm", "ids": confirmed, "nacks": nacks, "unroutable": unroutable}
 
 
+@dataclass(slots=True)
+class _Answer:
+    """One frame's answer: its confirm, once `work` is done, or its `error` frame."""
+
+    ids: Sequence[Ref]
+    messages: Sequence[Message | str]
+    work: asyncio.Future[list[PublishOutcome]] | None  # None: `error` is the answer
+    error: Frame | None = None
+
+    def frame(self) -> Frame:
+        if self.error is not None:
+            return self.error
+        assert self.work is not None
+        work, count = self.work, len(self.messages)
+        results: list[PublishOutcome | BaseException]
+        if work.cancelled():
+            results = [asyncio.CancelledError()] * count
+        elif (error := work.exception()) is not None:  # the whole batch failed in the broker
+            results = [error] * count
+        else:
+            published = iter(work.result())
+            results = [next(published) if isinstance(m, Message)
+                       else PublishOutcome(False, False, m) for m in self.messages]
+        return confirm_frame(self.ids, results)
+
+    @property
+    def size(self) -> int:
+        """The answer's estimated bytes in the outbox."""
+        return SMALL_FRAME_BYTES if self.error is not None else _BYTES_PER_ID * len(self.ids)
+
+
 class PublishChain:
     def __init__(self, broker: Broker, vhost: str, outbox: Outbox, flow: ConnectionFlow,
                  connection_id: str = "") -> None:
@@ -76,7 +111,7 @@ class PublishChain:
         self._connection_id = connection_id  # a queue it consumes from never holds it
         self._outbox = outbox
         self._flow = flow
-        self._last: asyncio.Future[None] | None = None  # the latest frame's answer
+        self._answers = OrderedAnswers(self._ready, self._answer)
 
     def submit(self, ids: Sequence[Ref], messages: Sequence[Message | str]) -> None:
         """Start publishing `messages` now (a str: a message refused, and why); the frame's
@@ -86,44 +121,40 @@ class PublishChain:
         # flow's holds before the reader asks it for the next frame.
         work = asyncio.ensure_future(start_publish_many(
             self._broker, self._vhost, accepted, self._flow.holds, self._connection_id))
-
-        async def outcome() -> Frame:
-            results: list[PublishOutcome | BaseException]
-            try:
-                published = iter(await work)
-                results = [next(published) if isinstance(m, Message)
-                           else PublishOutcome(False, False, m) for m in messages]
-            except Exception as error:  # the whole batch failed in the broker
-                results = [error] * len(messages)
-            return confirm_frame(ids, results)
-
-        self._chain(outcome(), len(messages), _BYTES_PER_ID * len(messages))
+        _lingering.add(work)
+        work.add_done_callback(self._work_done)
+        self._enter(_Answer(ids, messages, work))
 
     def submit_error(self, frame: Frame) -> None:
         """A refused publish frame: its error keeps the frame's place among the answers."""
+        self._enter(_Answer([], [], None, frame))
+        self._answers.changed()
 
-        async def outcome() -> Frame:
-            return frame
+    def resume(self) -> None:
+        """The outbox drained below its low-water mark: answers may go on."""
+        self._answers.changed()
 
-        self._chain(outcome(), 0, SMALL_FRAME_BYTES)
+    def close(self) -> None:
+        """The socket is gone: publishes go on (the client sent them), unanswered."""
+        self._answers.close()
 
-    def _chain(self, outcome: Awaitable[Frame], messages: int, size: int) -> None:
+    def _enter(self, answer: _Answer) -> None:
         self._flow.add("frames", 1)
-        self._flow.add("messages", messages)
-        answer = asyncio.ensure_future(self._answer(self._last, outcome, messages, size))
-        self._last = answer
-        _lingering.add(answer)
-        answer.add_done_callback(_lingering.discard)
+        self._flow.add("messages", len(answer.messages))
+        self._answers.append(answer)
 
-    async def _answer(self, previous: asyncio.Future[None] | None, outcome: Awaitable[Frame],
-                      messages: int, size: int) -> None:
+    def _work_done(self, work: asyncio.Future[list[PublishOutcome]]) -> None:
+        _lingering.discard(work)
+        self._answers.changed()
+
+    def _ready(self, answer: _Answer) -> bool:
+        return (answer.work is None or answer.work.done()) and self._outbox.has_room()
+
+    def _answer(self, answer: _Answer) -> None:
         try:
-            frame = await outcome
-            if previous is not None:
-                await asyncio.wait([previous])  # its fate is its own: only its completion counts
-            await self._outbox.send(frame, size)  # a no-op once the socket closed
+            self._outbox.push(answer.frame(), answer.size)
         except Exception:
             logger.exception("WebSocket publish answer failed")
         finally:
             self._flow.remove("frames", 1)
-            self._flow.remove("messages", messages)
+            self._flow.remove("messages", len(answer.messages))

@@ -174,7 +174,9 @@ class WsSession:
         return 0 if self.closed else self._outbox.credit()
 
     def _resume(self) -> None:
-        """The outbox drained: let the queues that ran out of credit deliver again."""
+        """The outbox drained: let the queues that ran out of credit deliver again, and
+        the publish answers that waited for room go on."""
+        self._publishes.resume()
         for shell in {id(c.endpoint): c.endpoint for c in self._consumers.values()}.values():
             shell.schedule_pump()
 
@@ -209,6 +211,7 @@ class WsSession:
             return
         self.closed = True
         self._flow.close()
+        self._publishes.close()
         self._outbox.close()
         self._replays.close()
         self._tags.take_all()

@@ -39,9 +39,14 @@ class Broker:
 class Outbox:
     def __init__(self) -> None:
         self.sent: list[Any] = []
+        self.room = True
 
-    async def send(self, frame: Any, _size: int) -> None:
+    def has_room(self) -> bool:
+        return self.room
+
+    def push(self, frame: Any, _size: int) -> bool:
         self.sent.append(frame)
+        return True
 
 
 def show_state(broker: Broker, connection_id: str) -> Any:
@@ -97,3 +102,21 @@ async def test_unanswered_frames_count_in_flight_until_their_answer_is_sent() ->
     await asyncio.sleep(0.01)
     assert outbox.sent[0]["nacks"] == [{"id": "b", "reason": "refused"}]
     assert (flow.in_flight("frames"), flow.in_flight("messages")) == (0, 0)
+
+
+async def test_answers_keep_frame_order_and_wait_while_the_outbox_is_full() -> None:
+    broker, outbox = Broker(), Outbox()
+    broker.publisher.hold.set_result(None)
+    flow = ConnectionFlow(PAUSE_AT)
+    chain = PublishChain(cast(Any, broker), "/", cast(Any, outbox), flow, "ws:1")
+    outbox.room = False
+    chain.submit(["a"], [Message("", "q", b"1")])
+    chain.submit_error({"op": "error", "id": "b"})
+    chain.submit(["c"], [Message("", "q", b"2")])
+    await asyncio.sleep(0.01)
+    assert outbox.sent == [] and flow.in_flight("frames") == 3
+    outbox.room = True
+    chain.resume()  # the outbox drained
+    await asyncio.sleep(0.01)
+    assert [frame.get("ids", frame.get("id")) for frame in outbox.sent] == [["a"], "b", ["c"]]
+    assert flow.in_flight("frames") == 0
