@@ -222,6 +222,7 @@ class ChannelSession:
         self._backlog = deque()
 
     def release_requests(self) -> None:
+        """Handle the events that waited, in arrival order, until one gates again."""
         waiting, self._backlog = self._backlog or deque(), None
         while waiting and not self.closed:
             if self._backlog is not None:  # gated again: the rest waits behind it
