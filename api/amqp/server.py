@@ -22,6 +22,7 @@ from api.amqp.reply_texts import reply_text
 from api.amqp.server_properties import TLS_AUTH_MECHANISMS, ConnectionConfig
 from logbroker.broker import Broker
 from logbroker.metadata.reply_codes import ReplyCode
+from segments.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["AmqpServerConfig", "start_amqp_server", "stop_amqp_server"]
 
@@ -40,7 +41,7 @@ AmqpServerConfig = ConnectionConfig
 
 async def start_amqp_server(
     broker: Broker, host: str, port: int, config: ConnectionConfig | None = None,
-    tls: ssl.SSLContext | None = None,
+    tls: ssl.SSLContext | None = None, clock: Clock = SYSTEM_CLOCK,
 ) -> asyncio.Server:
     """Listen for AMQP clients on ``host:port`` (port 0: any free port); with `tls`,
     AMQPS: every accepted socket does a TLS handshake first."""
@@ -55,7 +56,7 @@ async def start_amqp_server(
 
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         handler = ConnectionHandler(broker, config, reader, writer, next(serial), replies,
-                                    output_round)
+                                    output_round, clock)
         live.add(handler)
         try:
             await handler.run()

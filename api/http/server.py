@@ -12,7 +12,6 @@ import contextlib
 import logging
 import socket
 import ssl
-import time
 from collections.abc import Iterator
 
 import uvicorn
@@ -100,16 +99,17 @@ class HttpServer:
         while True:
             shells = [shell for vhost in broker.state.vhosts()
                       for shell in broker.queues_of(vhost.name)]
-            self.context.rates.sample(int(time.time() * 1000), [
+            self.context.rates.sample(self.context.clock.wall_ms(), [
                 (f"{s.settings.vhost}\0{s.name}", vars(s.counters)) for s in shells])
             await asyncio.sleep(SAMPLE_INTERVAL_S)
 
     async def _expire_leases(self) -> None:
         """Requeue REST leases whose visibility timeout passed (redelivered=true)."""
         while True:
-            expire_leases(self.context, int(time.time() * 1000))
+            clock = self.context.clock
+            expire_leases(self.context, clock.wall_ms())
             deadline = self.context.leases.next_deadline_ms()
-            wait_s = LEASE_POLL_S if deadline is None else (deadline - time.time() * 1000) / 1000
+            wait_s = LEASE_POLL_S if deadline is None else (deadline - clock.wall_ms()) / 1000
             await asyncio.sleep(min(max(wait_s, 0.005), LEASE_POLL_S))
 
 

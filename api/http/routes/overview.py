@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import platform
-import time
 from typing import Any
 
 from fastapi import APIRouter, Depends
@@ -74,7 +73,7 @@ def _node_view(ctx: ApiContext) -> dict[str, Any]:
     alarms = resources.alarms
     return {
         "name": ctx.node_name, "type": "disc", "running": True, "being_drained": False,
-        "uptime": int(time.time() * 1000) - ctx.started_at_ms,
+        "uptime": ctx.clock.wall_ms() - ctx.started_at_ms,
         "os_pid": str(os.getpid()), "processors": os.cpu_count() or 1,
         "mem_alarm": "memory" in alarms.active, "disk_free_alarm": "disk" in alarms.active,
         "mem_limit": alarms.watermarks.memory_high_bytes,
