@@ -107,7 +107,7 @@ def test_a_sealed_segment_keeps_no_reserved_blocks(tmp_path: Path) -> None:
     for index in range(60):
         log.append([Record(CHUNK, 1_000 + index)])
     assert log.segment_count > 1
-    sealed = [s for s in log._segments[:-1]]
+    sealed = log._chain.all()[:-1]
     for segment in sealed:
         assert _allocated(Path(segment.log_path)) <= segment.size + SLACK
     log.close()
