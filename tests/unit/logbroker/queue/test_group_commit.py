@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from logbroker.queue.fsync_policy import FsyncMode, FsyncPolicy
+from logbroker.queue.group_commit import GroupCommitter
 from segments.errors import DiskFullError, LogClosedError
-from segments.group_commit import FsyncMode, FsyncPolicy, GroupCommitter
 from segments.log import AppendResult, Log
 from segments.memory_filesystem import MemoryFileSystem
 from segments.record_batch import Record
