@@ -218,24 +218,14 @@ class Log:
         return self.has_unconfirmed_seals
 
     def sync(self) -> None:
-        """Make everything appended so far durable (rolled segments first).
-
-        No zeros are filled ahead here: this is the sync of a close, a truncation
-        or an interval, not one that confirms appends waiting for it."""
-        point = self.sync_point(fill_ahead=False)
+        """Make everything appended so far durable (rolled segments first)."""
+        point = self.sync_point()
         point.run()
         point.finish()
 
-    def sync_point(self, fill_ahead: bool = True) -> SegmentsSyncPoint:
-        """A sync of everything appended so far whose `run` may overlap later appends.
-
-        With `fill_ahead` (a group committer's sync, which appends wait for), the
-        active segment gets zeros ahead first when it runs short of them, so this
-        sync commits the longer file and the ones after it flush data only.
-        """
+    def sync_point(self) -> SegmentsSyncPoint:
+        """A sync of everything appended so far whose `run` may overlap later appends."""
         self._check_open()
-        if fill_ahead:
-            self._chain.active.fill_ahead(self.config.segment_bytes_max)
         changes = self._directory_changes
 
         def finish(point: SegmentsSyncPoint) -> None:
