@@ -121,9 +121,6 @@ class Log:
     def segment_count(self) -> int:
         return len(self._chain)
 
-    def segment_base_offsets(self) -> list[int]:
-        return self._chain.bases()
-
     def segment_summaries(self) -> list[tuple[int, int, int, int | None]]:
         """(base offset, next offset, bytes, newest timestamp) of every segment, oldest first."""
         return [(s.base_offset, s.next_offset, s.size, s.max_timestamp_ms)
@@ -208,14 +205,10 @@ class Log:
         self._chain.start_segment(active.next_offset)
         self._directory_changes += 1
 
-    @property
-    def has_unconfirmed_seals(self) -> bool:
-        """Rolled segments wait for a `sync`; a committer that rarely syncs should soon."""
-        return bool(self._chain.unconfirmed())
-
     def wants_sync(self) -> bool:
-        """GroupAppendable: a rolled segment waits for a sync to be confirmed."""
-        return self.has_unconfirmed_seals
+        """GroupAppendable: rolled segments wait for a `sync` to be confirmed; a
+        committer that rarely syncs should sync soon."""
+        return bool(self._chain.unconfirmed())
 
     def sync(self) -> None:
         """Make everything appended so far durable (rolled segments first)."""

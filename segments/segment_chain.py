@@ -18,7 +18,7 @@ bookkeeping sets right through every change:
 Invariants:
 - the chain is never empty, and each segment's base offset is the previous
   one's next offset (offsets stay dense);
-- `bases()` lists the segments' base offsets in the same order;
+- `_bases` lists the segments' base offsets in the same order (for `bisect`);
 - every unconfirmed segment is in the chain, sealed, and never evicted from
   the open sealed set (a sync point on the fsync thread may be using it);
 - a segment leaving the chain leaves both sets.
@@ -79,9 +79,6 @@ class SegmentChain:
     def all(self) -> list[Segment]:
         """Every segment, oldest first (a copy)."""
         return list(self._segments)
-
-    def bases(self) -> list[int]:
-        return list(self._bases)
 
     def slot_of(self, offset: int) -> int:
         """The slot of the segment holding `offset` (past the end: the active one)."""
