@@ -11,6 +11,11 @@ goes to stderr). Every figure is measured in the same run, on the same disk:
 - recovery (`Log.open`) after an unclean stop of a child that built the log;
 - the RSS of a fresh child that opens the big log and reads three offsets.
 
+`--crc-copy-ab` runs only an A/B of the CRC computed while copying (the C encoder's
+`encode_batch`) against the `crc32c` package checksumming afterwards: log trials
+of `--append-mib` each, `--rounds` rounds alternating which side goes first,
+in one process (it switches `record_columns`' C batch encoder off and on).
+
 Hidden modes used for the child processes: `--build DIR MIB`, `--rss-probe DIR`.
 """
 
