@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from logbroker.queue.fsync_policy import FsyncPolicy
 from logbroker.queue.publisher_flow import FlowLimits
-from segments.group_commit import FsyncPolicy
 
 
 @dataclass(frozen=True)

@@ -61,9 +61,9 @@ from typing import TYPE_CHECKING, Any
 
 from logbroker.broker_config import BrokerConfig
 from logbroker.event_loop import resolve_event_loop
+from logbroker.queue.fsync_policy import FsyncPolicy
 from logbroker.queue.publisher_flow import FlowLimits
 from logbroker.tls_options import TlsOptions, TlsOptionsError
-from segments.group_commit import FsyncPolicy
 
 if TYPE_CHECKING:
     from logbroker.cluster.cluster_settings import ClusterSettings

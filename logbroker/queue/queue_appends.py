@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from logbroker.message import Message, records_of
 from logbroker.queue.admissions import Admissions
 from logbroker.queue.effects import Effect
+from logbroker.queue.group_commit import GroupCommitter
 from logbroker.queue.message_meta import MessageMeta, MetaRun, metas_of
 from logbroker.queue.queue_core import QueueCore
 from logbroker.queue.queue_limits import Admission
@@ -24,7 +25,6 @@ from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_stats import AppendWaiters, QueueCounters
 from logbroker.queue.record_cache import RecordCache
 from logbroker.queue.replication_gate import ReplicationGate
-from segments.group_commit import GroupCommitter
 from segments.log import AppendResult
 from segments.record_batch import Record
 

@@ -43,6 +43,7 @@ from logbroker.queue.effects import (
     Settle,
 )
 from logbroker.queue.flow_gate import FlowGate
+from logbroker.queue.group_commit import GroupCommitter
 from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta
 from logbroker.queue.publisher_flow import PublisherFlow
 from logbroker.queue.queue_appends import QueueAppends
@@ -63,7 +64,6 @@ from logbroker.queue.replication_gate import GateFenced, ReplicationGate
 from logbroker.queue.settle_writer import SettleWriter
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
-from segments.group_commit import GroupCommitter
 from segments.log import AppendResult, Log
 from segments.record_batch import LogRecord, Record, RecordBatch
 

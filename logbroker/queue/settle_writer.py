@@ -16,10 +16,11 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from logbroker.queue.fsync_policy import FsyncPolicy
+from logbroker.queue.group_commit import GroupCommitter
 from logbroker.queue.retention import Retention, SegmentSummary, reclaim_floor
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
-from segments.group_commit import FsyncPolicy, GroupCommitter
 from segments.log import AppendResult, Log, delete_detached
 from segments.record_batch import Record
 
