@@ -106,7 +106,9 @@ class ClusterNode:
         self.membership = ClusterMembership(self)
         self.remote_queues = RemoteQueueRegistry(self)
         self.queue_host = QueueHost(self)
-        self.followers = QueueFollowers(self)
+        self.followers = QueueFollowers(
+            settings.node_name, self.rpc, lambda v, n: self.metadata.state.queue(v, n),
+            self.fs, lambda v, n: self.broker.queue_directory(v, n))
         self.feed = ReplicaFeed(self)
         self.failover = QueueFailover(self)
         self.handover = QueueHandover(self)
