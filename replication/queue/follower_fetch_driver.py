@@ -49,6 +49,7 @@ from replication.queue.follower_fetch import (
     WaitUntil,
 )
 from replication.queue.follower_replica import FollowerReplica
+from replication.queue.timers import TimerHandle, Timers
 from segments.clock import Clock
 
 logger = logging.getLogger(__name__)
@@ -67,14 +68,6 @@ class FetchFailed:
 class LeaderAt:
     node: str | None
     epoch: int
-
-
-class TimerHandle(Protocol):
-    def cancel(self) -> None: ...
-
-
-class Timers(Protocol):
-    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> TimerHandle: ...
 
 
 class FetchTransport(Protocol):
@@ -121,9 +114,8 @@ class FollowerFetchDriver:
         followed = self._followed.get(key)
         return followed.replica if followed is not None else None
 
-    def syncing(self, key: Key) -> bool:
-        followed = self._followed.get(key)
-        return followed is not None and followed.core.syncing
+    def replicas(self) -> dict[Key, FollowerReplica]:
+        return {key: followed.replica for key, followed in self._followed.items()}
 
     def follow(self, key: Key) -> None:
         """Follow the queue (its record changed: a waiting loop retries at once)."""

@@ -25,9 +25,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Protocol
 
 from logbroker.metadata import Command, SetQueueInSync
+from replication.queue.fetch_protocol import FetchAnswer, StreamAnswer
 from replication.queue.replication_leader import (
     Refuse,
     Reset,
@@ -36,7 +37,7 @@ from replication.queue.replication_leader import (
 )
 from replication.queue.stream_batches import stream_batches
 from tests.sim.queue_leader import VHOST, LeaderReplica
-from tests.sim.queue_messages import ClusterMessage, Fetch, FetchAnswer
+from tests.sim.queue_messages import ClusterMessage, Fetch, FetchReply
 
 FETCH_BYTES_MAX = 600  # small, so catching up takes several fetches
 FETCH_WAIT = 5  # a caught-up follower's long poll, in ticks
@@ -138,49 +139,42 @@ def _in_sync_outcome(stats: Counter[str], shell: LeaderReplica, proposal: tuple[
 
 
 def serve_fetch(shell: LeaderReplica | None, fetch: Fetch, now_ms: int, expired: bool
-                ) -> FetchAnswer | None:
-    header = fetch.header
-    epoch, next_offset = int(header["e"]), int(header["n"])
+                ) -> FetchReply | None:
+    request = fetch.fetch
+    epoch, next_offset = request.epoch, request.next_offset
     if shell is None or shell.closed:
-        return _answer(fetch, "refused", {"reason": f"node {fetch.target} does not lead "
-                                          f"queue '{fetch.queue}'"})
+        return _answer(fetch, Refuse(f"node {fetch.target} does not lead queue "
+                                     f"'{fetch.queue}'"))
     gate = shell.gate
     if gate.fenced is not None:
-        return _answer(fetch, "refused", {"reason": gate.fenced})
+        return _answer(fetch, Refuse(gate.fenced))
     verdicts: list[Stream | Truncate | Reset | Refuse] = []
     shell.moved(lambda: verdicts.append(gate.leader.on_fetch(
-        fetch.source, epoch, next_offset, int(header["le"]), gate.history,
-        shell.log.log_start_offset, now_ms, int(header.get("ls", header["n"])))))
+        fetch.source, epoch, next_offset, request.last_epoch, gate.history,
+        shell.log.log_start_offset, now_ms, request.log_start)))
     verdict = verdicts[0]
-    if isinstance(verdict, Truncate):
-        return _answer(fetch, "truncate", {"to": verdict.to_offset, "epoch": verdict.epoch})
-    if isinstance(verdict, Reset):
-        return _answer(fetch, "reset", {"start": verdict.start_offset})
-    if isinstance(verdict, Refuse):
-        return _answer(fetch, "refused", {"reason": verdict.reason})
+    if not isinstance(verdict, Stream):
+        return _answer(fetch, verdict)
     news = (gate.leader.durable_end > next_offset
-            or int(header["av"]) != gate.acked_version
-            or int(header["hw"]) < gate.high_watermark)
+            or request.acked_version != gate.acked_version
+            or request.high_watermark < gate.high_watermark)
     if news or expired or epoch != gate.leader.epoch:
-        return _stream(shell, fetch, next_offset, int(header["av"]))
+        return _stream(shell, fetch, next_offset, request.acked_version)
     return None
 
 
-def _answer(fetch: Fetch, op: str, header: dict[str, Any],
-            blobs: tuple[bytes, ...] = ()) -> FetchAnswer:
-    return FetchAnswer(fetch.target, fetch.source, fetch.request, fetch.queue, op, header,
-                       blobs)
+def _answer(fetch: Fetch, answer: FetchAnswer) -> FetchReply:
+    return FetchReply(fetch.target, fetch.source, fetch.request, answer)
 
 
 def _stream(shell: LeaderReplica, fetch: Fetch, next_offset: int,
-            acked_version: int) -> FetchAnswer:
+            acked_version: int) -> FetchReply:
     gate, log = shell.gate, shell.log
     blobs = stream_batches(log, next_offset, gate.leader.durable_end, FETCH_BYTES_MAX,
                            gate.sync_batch_size)
-    header: dict[str, Any] = {
-        "hw": gate.high_watermark, "start": log.log_start_offset,
-        "epochs": gate.history.to_json(), "av": gate.acked_version,
-    }
+    acked = None
     if acked_version != gate.acked_version:
-        header["acked"] = [[lo, hi] for lo, hi in shell.cursor.acked.ranges()]
-    return _answer(fetch, "stream", header, tuple(blobs))
+        acked = tuple(shell.cursor.acked.ranges())
+    return _answer(fetch, StreamAnswer(gate.high_watermark, log.log_start_offset,
+                                       gate.history.entries, gate.acked_version, acked,
+                                       tuple(blobs)))
