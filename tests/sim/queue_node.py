@@ -14,18 +14,21 @@ metadata is not current, `_metadata_current`). `QueueInSyncChanged` goes to
 the gate of the same epoch, and only while the metadata is current
 (`Broker._in_sync_changed`).
 
-The followers are the shipped `FollowerFetchDriver` and its `FollowerFetch`
-cores over the simulated ports of queue_ports.py (the network, the tick
-clock, the node's timers, a disk whose syncs land later); a crash throws the
-driver, its timers and whatever was not synced away.
+Replication is the shipped code: the followers are the `FollowerFetchDriver`
+and its `FollowerFetch` cores, and the leader side (fetches answered, long
+polls parked, the leaders' in-sync changes proposed) is the
+`LeaderFeedDriver` and its `LeaderFeed` core, both over the simulated ports
+of queue_ports.py (the network, the tick clock, the node's timers, a disk
+whose syncs land later, the shells as the queues led here, the Raft
+proposals); a crash throws the drivers, their timers and whatever was not
+synced away.
 
 Proposals go through `Proposals` (queue_proposals.py, `ReplicatedMetadata
-.propose`). `NodeFeed` (queue_feed.py, `ReplicaFeed`) answers fetches, long
-polls included, and proposes the leaders' in-sync changes. Every node sends heartbeats to
-the Raft leader; the leader runs the `Controller`. A node that has not heard
-from the Raft leader for the session timeout isolates the gates of the queues
-it leads (`ClusterNode._check_isolation`: `gate.isolate`): no publishes, acks
-held; hearing it again, `gate.rejoin` applies the held acks.
+.propose`). Every node sends heartbeats to the Raft leader; the leader runs
+the `Controller`. A node that has not heard from the Raft leader for the
+session timeout isolates the gates of the queues it leads
+(`ClusterNode._check_isolation`: `gate.isolate`): no publishes, acks held;
+hearing it again, `gate.rejoin` applies the held acks.
 """
 
 from __future__ import annotations
@@ -49,9 +52,11 @@ from logbroker.metadata import (
 )
 from logbroker.metadata.events import Event
 from replication.queue.failover import ReplicaStatus
+from replication.queue.fetch_protocol import FetchAnswer
 from replication.queue.follower_fetch import FetchTiming
 from replication.queue.follower_fetch_driver import FollowerFetchDriver, Key, LeaderAt
 from replication.queue.follower_replica import FollowerReplica
+from replication.queue.leader_feed_driver import FeedTiming, LeaderFeedDriver
 from replication.queue.replication_leader import ReplicationLimits
 from replication.raft import (
     EntryKind,
@@ -66,7 +71,6 @@ from replication.raft.messages import Message
 from segments.memory_filesystem import MemoryFileSystem
 from tests.sim.cluster_sim import LOG_CONFIG as RAFT_LOG_CONFIG
 from tests.sim.queue_controller import Controller, address_of
-from tests.sim.queue_feed import NodeFeed
 from tests.sim.queue_leader import LeaderHooks, LeaderReplica
 from tests.sim.queue_messages import (
     ClusterMessage,
@@ -79,7 +83,15 @@ from tests.sim.queue_messages import (
     StatusAnswer,
     StatusRequest,
 )
-from tests.sim.queue_ports import SimClock, SimDisk, SimFetchTransport, SimTimers
+from tests.sim.queue_ports import (
+    SimClock,
+    SimDisk,
+    SimFeedQueues,
+    SimFetchTransport,
+    SimInSyncProposer,
+    SimParking,
+    SimTimers,
+)
 from tests.sim.queue_proposals import Proposals, decode_command
 from tests.sim.queue_roles import NodeRoles
 
@@ -88,6 +100,8 @@ PASSWORD_HASH = hash_password("guest", b"salt")
 # In ticks; no rest while catching up (a backlog here is a few hundred messages).
 FOLLOWER_TIMING = FetchTiming(fetch_timeout_ms=15, backoff_min_ms=1, backoff_max_ms=8,
                               catch_up_lag=1 << 30, catch_up_rest_max_ms=0)
+# Small answers, so catching up takes several fetches; a long poll of 5 ticks.
+FEED_TIMING = FeedTiming(wait_ms=5, bytes_max=600, in_sync_every_ms=2)
 
 
 class NodeWorld(LeaderHooks, Protocol):
@@ -130,8 +144,7 @@ class QueueNode:
         self.restart_at = 0
         self.controller = Controller(node_id, config.session_timeout, config.link_grace)
         self.leaders: dict[str, LeaderReplica] = {}
-        self.followers = self._new_followers()  # with its timers, transport and disk
-        self.feed = NodeFeed(self)
+        self._new_drivers()
         self.proposals = Proposals(self)
         self.applied_index = 0  # the Raft driver's (its Applier's)
         self.applying_index = 0  # ReplicatedMetadata's: the entry being applied
@@ -192,14 +205,14 @@ class QueueNode:
                                      self.config.link_grace)
         self._next_beat = self.now + self.world.rng.randint(0, self.config.heartbeat_every)
         self._controller_heard = self.now
+        self.feed.start()
 
     def crash(self, restart_at: int) -> None:
         self.fs.crash(self.world.rng)
         for shell in self.leaders.values():
             shell.crash()
         self.leaders.clear()
-        self.followers = self._new_followers()
-        self.feed = NodeFeed(self)
+        self._new_drivers()
         self.proposals = Proposals(self)
         self.controller.crash()
         self.raft = self.storage = None
@@ -279,16 +292,24 @@ class QueueNode:
         applied = max(self.applied_index, self.applying_index)
         return raft is not None and raft.leader_id is not None and applied >= raft.commit_index
 
-    # ------------------------------------------------------------- followers
+    # ----------------------------------------------------------- replication
 
-    def _new_followers(self) -> FollowerFetchDriver:
-        """The shipped driver over this node's simulated ports (new ones: a crash
-        loses the old timers, answers and syncs under way)."""
+    def _new_drivers(self) -> None:
+        """The shipped drivers over this node's simulated ports (new ones: a crash
+        loses the old timers, answers, parked fetches and syncs under way)."""
         self.timers = SimTimers()
+        clock = SimClock(self.world)
         self.fetches = SimFetchTransport(self.id, self.world)
         self.disk = SimDisk(self.fs, self.timers, self.world, self.config.max_sync_delay)
-        return FollowerFetchDriver(self.id, self.fetches, self._leader_at, self.disk,
-                                   self.timers, SimClock(self.world), FOLLOWER_TIMING)
+        self.followers = FollowerFetchDriver(self.id, self.fetches, self._leader_at, self.disk,
+                                             self.timers, clock, FOLLOWER_TIMING)
+        self.parking = SimParking(self.leaders)
+        self.feed = LeaderFeedDriver(self.id, SimFeedQueues(self.leaders, self.parking),
+                                     SimInSyncProposer(self), self.timers, clock, FEED_TIMING,
+                                     self.world.stats)
+
+    def _reply(self, fetch: Fetch, answer: FetchAnswer) -> None:
+        self.world.send(FetchReply(self.id, fetch.source, fetch.request, answer))
 
     def _leader_at(self, key: Key) -> LeaderAt | None:
         record = self.state.queue(*key)
@@ -343,7 +364,8 @@ class QueueNode:
         elif isinstance(message, Heartbeat):
             self.controller.liveness.heard(address_of(message.source), self.now)
         elif isinstance(message, Fetch):
-            self.feed.fetch(message)
+            self.feed.fetch(message.source, (VHOST, message.queue), message.fetch,
+                            partial(self._reply, message))
         elif isinstance(message, FetchReply):
             self.fetches.answered(message)
         elif isinstance(message, StatusRequest):
@@ -390,9 +412,8 @@ class QueueNode:
             elif raft.leader_id is not None:
                 self.world.send(Heartbeat(self.id, raft.leader_id))
         self.controller.tick(self)
-        self.feed.in_sync_tick()
         self.timers.run_due(self.now)
-        self.feed.wake_parked()
+        self.parking.wake_parked(self.now)
         self.proposals.tick()
 
     def _check_isolation(self) -> None:
