@@ -32,8 +32,8 @@ Invariants: at most one fetch is outstanding, and only the answer to it counts
 next fetch, which reports the replica's end as persisted, is sent only after
 the batches of the previous answer are durable ("persist before send"); the
 acks, high watermark and log start of an answer are taken only after its
-batches are durable; the wait between fetches is always within
-[0, max(backoff_max_ms, catch_up_rest_max_ms)].
+batches are durable; the pause between the end of one fetch and the next is
+at most max(backoff_max_ms, catch_up_rest_max_ms).
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from replication.queue.epoch_history import EpochStart
 from replication.queue.fetch_protocol import FetchAnswer, FetchRequest, StreamAnswer
 from replication.queue.replication_leader import Refuse, Reset, Truncate
+
+CATCHING_UP = "catching up"  # a `WaitUntil` that leaves the two nodes to the publishers
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,10 +207,10 @@ class FollowerFetch:
         if not isinstance(state, _Syncing):
             return []
         answer = state.answer
-        rest = 0
         if answer.high_watermark - next_offset > self.timing.catch_up_lag:
             rest = min(self.timing.catch_up_rest_max_ms, now_ms - state.sent_ms)
-        return [TakeProgress(answer), *self._wait(now_ms, rest, "catching up")]
+            return [TakeProgress(answer), *self._wait(now_ms, rest, CATCHING_UP)]
+        return [TakeProgress(answer), *self._wait(now_ms, 0, "streaming")]
 
     def failed(self, request_id: int | None, now_ms: int) -> list[FollowerEffect]:
         """The fetch `request_id` failed (None: whatever is under way, the replica could

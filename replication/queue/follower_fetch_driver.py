@@ -36,6 +36,7 @@ from typing import Protocol
 
 from replication.queue.fetch_protocol import FetchAnswer, FetchRequest, StreamAnswer
 from replication.queue.follower_fetch import (
+    CATCHING_UP,
     Append,
     ApplyReset,
     ApplyTruncate,
@@ -105,7 +106,7 @@ class FollowerFetchDriver:
         self._timers = timers
         self._clock = clock
         self._followed: dict[Key, _Followed] = {}
-        self.stats: Counter[str] = Counter()  # truncations, resets
+        self.stats: Counter[str] = Counter()  # truncations, resets, catch-up rests
 
     def following(self) -> set[Key]:
         return set(self._followed)
@@ -191,6 +192,8 @@ class FollowerFetchDriver:
     def _apply(self, followed: _Followed, effect: FollowerEffect) -> None:
         replica = followed.replica
         if isinstance(effect, WaitUntil):
+            if effect.why == CATCHING_UP:
+                self.stats["catch_up_rests"] += 1
             if followed.timer is not None:
                 followed.timer.cancel()
             followed.timer = self._timers.call_at(effect.at_ms, partial(self._poll, followed))

@@ -97,9 +97,10 @@ from tests.sim.queue_roles import NodeRoles
 
 VHOST = "/"
 PASSWORD_HASH = hash_password("guest", b"salt")
-# In ticks; no rest while catching up (a backlog here is a few hundred messages).
+# In ticks. A backlog here is tens of messages: a follower more than 20 behind rests
+# between fetches (at most 3 ticks), so the seeds run the catch-up pacing too.
 FOLLOWER_TIMING = FetchTiming(fetch_timeout_ms=15, backoff_min_ms=1, backoff_max_ms=8,
-                              catch_up_lag=1 << 30, catch_up_rest_max_ms=0)
+                              catch_up_lag=20, catch_up_rest_max_ms=3)
 # Small answers, so catching up takes several fetches; a long poll of 5 ticks.
 FEED_TIMING = FeedTiming(wait_ms=5, bytes_max=600, in_sync_every_ms=2)
 

@@ -56,7 +56,7 @@ def test_batches_are_durable_before_the_progress_is_taken_and_the_next_fetch_sen
                                                            Sync()]
     assert core.syncing
     assert core.poll(200, "a", 2, AT) == []  # nothing is sent while the sync runs
-    assert core.synced(8, next_offset=10) == [TakeProgress(answer), WaitUntil(8, "catching up")]
+    assert core.synced(8, next_offset=10) == [TakeProgress(answer), WaitUntil(8, "streaming")]
     assert _sent(core, 8).request_id == 2
 
 
@@ -83,7 +83,7 @@ def test_within_the_lag_no_rest() -> None:
     core = FollowerFetch("b", TIMING, 0)
     fetch = _sent(core, 100)
     core.answered(fetch.request_id, _stream(60, (b"x",)), 110)
-    assert core.synced(120, next_offset=10)[-1] == WaitUntil(120, "catching up")
+    assert core.synced(120, next_offset=10)[-1] == WaitUntil(120, "streaming")
 
 
 def test_truncate_and_reset_apply_then_fetch_again() -> None:
