@@ -185,6 +185,8 @@ class FollowerFetchDriver:
             try:
                 self._apply(followed, effect)
             except Exception as error:  # the replica could not take the answer
+                if isinstance(effect, WaitUntil):
+                    raise  # the timers themselves failed: backing off would need them
                 logger.warning("replica of queue %r: %s", followed.key[1], error)
                 self._run(followed, followed.core.failed(None, self._clock.monotonic_ms()))
                 return

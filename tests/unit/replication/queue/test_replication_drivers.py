@@ -250,3 +250,16 @@ def test_the_feed_proposes_in_sync_changes_on_its_timer() -> None:
     feed.stop()
     timers.advance(10_000)
     assert len(proposer.proposed) == 1
+
+
+def test_an_answer_the_replica_cannot_take_backs_off_and_the_loop_goes_on() -> None:
+    timers, _, _, wire, disk, followers, _ = _cluster(1)
+    wire.down = True
+    followers.follow(KEY)
+    timers.advance(0)
+    wire.late[0](StreamAnswer(1, 0, (EpochStart(1, 0),), 0, None, (b"not a batch",)))
+    assert disk.pending == [] and len(wire.sent) == 1
+    timers.advance(49)
+    assert len(wire.sent) == 1
+    timers.advance(1)  # the minimum backoff
+    assert len(wire.sent) == 2
