@@ -3,6 +3,7 @@ connection limit, and the message size, against a real broker with pika and http
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import httpx
 import pika
 import pytest
+import websockets
 
 from tests.integration.conftest import BrokerProcess, start_broker, wait_for
 
@@ -164,3 +166,21 @@ def _dropped(broker: BrokerProcess) -> bool:
             return True
         except TimeoutError:  # still waiting for our protocol header: admitted
             return False
+
+
+def test_websockets_count_under_the_vhost_connection_limit(
+        broker: BrokerProcess, admin: httpx.Client) -> None:
+    assert admin.put("/api/vhost-limits/%2F/max-connections",
+                     json={"value": 1}).status_code == 204
+
+    async def second_is_refused() -> tuple[int, str]:
+        url = f"ws://127.0.0.1:{broker.http_port}/ws?user=guest&password=guest"
+        async with websockets.connect(url) as first:
+            await first.ping()
+            async with websockets.connect(url) as second:
+                with pytest.raises(websockets.ConnectionClosed) as closed:
+                    await second.recv()
+                return closed.value.rcvd.code, closed.value.rcvd.reason  # type: ignore[union-attr]
+
+    code, reason = asyncio.run(second_is_refused())
+    assert code == 1013 and "connection limit (1) is reached for vhost '/'" in reason
