@@ -27,11 +27,12 @@ from pamqp import commands, frame, header
 
 from bench.free_ports import free_port
 from logbroker.metadata.reply_codes import ReplyCode
+from tests.fuzz_budget import budget
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.fuzz]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FRAMES_TOTAL = 10_000
+FRAMES_TOTAL = budget(10_000, 50_000)
 FRAMES_PER_CONNECTION = 40
 SEED = 20261122
 VALID_CODES = {code.value for code in ReplyCode}

@@ -24,11 +24,13 @@ from hypothesis import HealthCheck, Phase, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
+from tests.fuzz_budget import budget
 from tests.integration.conftest import BrokerProcess, start_broker
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(budget(240, 3600)), pytest.mark.fuzz]
 
-MAX_EXAMPLES = 15
+# Per operation: about 100 operations, so well over 10,000 requests in the full run.
+MAX_EXAMPLES = budget(15, 150)
 SEED = 20_240_611
 GUEST = ("guest", "guest")
 DEFAULT_VHOST = "default-vhost"  # stands for "/": schemathesis never generates a "/" in a path

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pamqp import commands
@@ -25,10 +26,14 @@ from api.amqp import (
 )
 from api.amqp.wire import PROTOCOL_HEADER
 from logbroker.metadata.reply_codes import is_connection_error, is_valid_reply_code
+from tests.fuzz_budget import budget
 from tests.unit.api.amqp.client import CLIENT_CAPABILITIES, Client, marshal, parse, publish_frames
 
+pytestmark = pytest.mark.fuzz
+
+# Three generated-input tests: 3 x 3,400 cases in the full run.
 FUZZ = settings(
-    max_examples=300,
+    max_examples=budget(300, 3_400),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
