@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import signal
+import ssl
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -30,6 +31,7 @@ from logbroker.node_settings import (
     resolve_settings,
     switch,
 )
+from logbroker.tls_options import TlsOptions, TlsOptionsError
 from segments.errors import DataDirLockedError
 
 if TYPE_CHECKING:
@@ -82,6 +84,10 @@ async def serve(settings: ServeSettings) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    if settings.tls is not None and tls is not None:
+        link = cluster.settings.link_tls if cluster is not None else None
+        contexts = [tls, *(link or ())]
+        loop.add_signal_handler(signal.SIGHUP, _reload_tls, settings.tls, contexts)
     await stop.wait()
     if cluster is not None:
         logger.info("shutting down: handing led queues to their followers")
@@ -97,6 +103,15 @@ async def serve(settings: ServeSettings) -> int:
         await broker.close()
     logger.info("stopped")
     return 0
+
+
+def _reload_tls(options: TlsOptions, contexts: list[ssl.SSLContext]) -> None:
+    try:
+        options.reload_into(contexts)
+    except TlsOptionsError as error:
+        logger.error("SIGHUP: TLS files not reloaded, the old ones stay in use: %s", error)
+        return
+    logger.info("SIGHUP: TLS certificate, key and CA reloaded from %s", options.cert_file)
 
 
 async def _start_cluster_node(settings: ServeSettings) -> ClusterNode:

@@ -87,6 +87,18 @@ class TlsOptions:
         dialing.verify_mode = ssl.CERT_REQUIRED
         return accepting, dialing
 
+    def reload_into(self, contexts: list[ssl.SSLContext]) -> None:
+        """Read the certificate, key and CA files again into contexts made from these
+        options (SIGHUP): new connections get the new certificate, open ones keep theirs.
+        A CA file can add trusted CAs this way, never take one back (OpenSSL keeps what
+        a context loaded): dropping a CA takes a restart. Raises TlsOptionsError and
+        leaves the contexts as they were when a file is bad."""
+        self.server_context()  # every file reads and matches, or nothing changes
+        for context in contexts:
+            self._load_chain(context)
+            if self.ca_file:
+                self._load_ca(context)
+
     def _restrict_versions(self, context: ssl.SSLContext) -> None:
         chosen = sorted(TLS_VERSIONS[version] for version in self.versions)
         context.minimum_version = chosen[0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import signal
 import socket
 import ssl
 import subprocess
@@ -25,7 +26,7 @@ import websockets
 from pika.credentials import ExternalCredentials
 
 from api.client import Client, ConnectionFailed, client_tls_context
-from tests.integration.conftest import BrokerProcess, free_port, start_broker
+from tests.integration.conftest import BrokerProcess, free_port, start_broker, wait_for
 
 
 class Pki:
@@ -247,3 +248,32 @@ def test_the_python_client_and_the_cli_over_https_and_wss(
     assert listed.returncode == 0 and "tls-client" in listed.stdout, listed.stderr
     refused = subprocess.run(cli, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 3 and "certificate verify failed" in refused.stderr
+
+
+def served_common_name(port: int, context: ssl.SSLContext) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        subject = dict(item[0] for item in tls.getpeercert()["subject"])  # type: ignore[index]
+        return str(subject["commonName"])
+
+
+def test_sighup_reloads_the_certificate_for_new_connections(tmp_path: Path) -> None:
+    (tmp_path / "pki").mkdir()
+    pki = Pki(tmp_path / "pki")  # its own files: this test rewrites them
+    broker = start_broker(tmp_path / "data", *pki.flags())
+    try:
+        amqps_port, _ = tls_ports(broker)
+        context = pki.client_context(with_certificate=False)
+        assert served_common_name(amqps_port, context) == "broker"
+        renewed = pki.ca.issue_cert("127.0.0.1", common_name="broker-renewed")
+        renewed.private_key_pem.write_to_path(str(pki.server_key))
+        renewed.cert_chain_pems[0].write_to_path(str(pki.server_cert))
+        broker.process.send_signal(signal.SIGHUP)
+        wait_for(lambda: served_common_name(amqps_port, context) == "broker-renewed",
+                 "the renewed certificate to be served", 10)
+        pki.server_key.write_text("not a key")  # a bad file: the node keeps the old pair
+        broker.process.send_signal(signal.SIGHUP)
+        wait_for(lambda: "TLS files not reloaded" in broker.log(), "the refusal", 10)
+        assert served_common_name(amqps_port, context) == "broker-renewed"
+    finally:
+        broker.stop()
