@@ -102,6 +102,17 @@ def test_pika_over_amqps_with_a_verified_server(pki: Pki, tls_broker: BrokerProc
     assert body == b"over tls"
 
 
+def test_a_client_that_does_not_verify_still_gets_tls(tls_broker: BrokerProcess) -> None:
+    """A client with verification off (a trial, a self-signed broker) connects; the
+    channel is still encrypted."""
+    amqps_port, _ = tls_ports(tls_broker)
+    unverified = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    unverified.check_hostname = False
+    unverified.verify_mode = ssl.CERT_NONE
+    body = pika_round_trip(amqps_port, unverified, pika.PlainCredentials("guest", "guest"))
+    assert body == b"over tls"
+
+
 def test_external_login_takes_the_user_from_the_certificate(
         pki: Pki, tls_broker: BrokerProcess) -> None:
     amqps_port, _ = tls_ports(tls_broker)
