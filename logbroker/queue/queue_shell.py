@@ -1,10 +1,12 @@
 """The I/O shell of one queue: QueueCore + its segment log + its cursor log.
 
-Theory of operation. A publish is admitted by the core, appended to the log
-through a GroupCommitter (resolving once durable under the queue's fsync
-policy), then made ready in the core in offset order (`queue_appends.py`, a
-mixin of this class). Every call into the core
-returns effects, which `EffectRunner` carries out strictly in order:
+Theory of operation. A publish is admitted, appended to the log through a
+GroupCommitter (resolving once durable under the queue's fsync policy), made
+ready in the core in offset order and confirmed by the `AppendPipeline` this
+shell holds (on a replicated queue's leader, both wait for the high
+watermark, which the pipeline applies as the `ReplicationGate` releases it).
+Every call into the core returns effects, which `EffectRunner` carries out
+strictly in order:
 
 - `Deliver`: take the message from the record cache (records just written, or
   read ahead from the log) and hand it to the consumer's sink;
@@ -24,11 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from logbroker.message import Message
-from logbroker.queue.admissions import Admissions
+from logbroker.queue.append_pipeline import AppendPipeline
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.delivery_mark import DeliveryMark
 from logbroker.queue.delivery_sink import DeliverySink, RecordSink
@@ -42,10 +43,11 @@ from logbroker.queue.effects import (
     Settle,
 )
 from logbroker.queue.flow_gate import FlowGate
-from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta
+from logbroker.queue.held_messages import HeldMessages
+from logbroker.queue.message_meta import NO_EXPIRY
 from logbroker.queue.publisher_flow import PublisherFlow
-from logbroker.queue.queue_appends import QueueAppends
 from logbroker.queue.queue_core import QueueCore
+from logbroker.queue.queue_limits import Admission
 from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_stats import AppendWaiters, QueueCounters
@@ -53,6 +55,7 @@ from logbroker.queue.record_cache import RecordCache
 from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import GateFenced, ReplicationGate
 from logbroker.queue.settle_writer import SettleWriter
+from segments.clock import SYSTEM_CLOCK, Clock
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
 from segments.group_commit import GroupCommitter
@@ -69,14 +72,11 @@ DeadLetterCallback = Callable[["QueueShell", Message, DeadLetterReason], Awaitab
 ExpiredCallback = Callable[["QueueShell"], None]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class QueueShell(QueueAppends):
+class QueueShell:
     def __init__(
         self, settings: QueueSettings, fs: FileSystem, directory: str, log: Log,
         cursor: CursorLog, core: QueueCore, delivery_mark: DeliveryMark,
+        held: HeldMessages | None = None, clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
         self._fs = fs
@@ -87,11 +87,11 @@ class QueueShell(QueueAppends):
         self._committer: GroupCommitter[Sequence[Record], AppendResult] = GroupCommitter(
             log, settings.fsync_policy, after_write=self._pump_if_scheduled)
         self._settler = SettleWriter(fs, log, cursor, self._committer,
-                                     lambda: self.settings.retention, self._settled)
+                                     lambda: self.settings.retention, self._settled, clock)
         self._sinks: dict[str, DeliverySink] = {}
         self._record_sinks: dict[str, RecordSink] = {}  # those of `_sinks` that take them
-        self._appended: dict[int, MessageMeta] = {}
-        self.admissions = Admissions(settings.name, lambda: self.clock())  # clock: see below
+        # Core time is wall time: expiry is computed from it and outlives a restart.
+        self.clock = clock
         self._records = RecordCache(log)
         self._delivery_mark = delivery_mark
         self._pump_scheduled: asyncio.Handle | None = None
@@ -103,18 +103,18 @@ class QueueShell(QueueAppends):
         self.had_consumers = False  # auto-delete applies only once a consumer came
         self.counters = QueueCounters()
         self.appends = AppendWaiters()
-        self.clock: Callable[[], int] = _now_ms
+        self._appends = AppendPipeline(settings, core, self._committer, self._records,
+                                       held or HeldMessages(), clock, self._made_ready)
         # Set for a replicated queue's leader: readiness and confirms wait for the
         # high watermark (replication_gate).
         self.replication: ReplicationGate | None = None
-        self._held_delivered_below = 0  # see queue_opening
         self._held_acks: list[int] = []  # acks taken while cut off from the controller
         # Publishers wait while this queue's consumers catch up (publisher_flow).
         flow = settings.publisher_flow
         self.flow_gate = FlowGate(lambda: (self.core.message_count, self.core.consumer_count,
                                            self.counters.delivered),
                                   PublisherFlow(flow) if flow is not None else None,
-                                  enabled=flow is not None)
+                                  clock, enabled=flow is not None)
 
     @property
     def name(self) -> str:
@@ -124,21 +124,63 @@ class QueueShell(QueueAppends):
 
     @classmethod
     def open(cls, settings: QueueSettings, fs: FileSystem, directory: str,
-             replica: ReplicaSetup | None = None) -> QueueShell:
+             replica: ReplicaSetup | None = None, clock: Clock = SYSTEM_CLOCK) -> QueueShell:
         """Open (or create) the queue's files and rebuild its state from them
         (queue_opening); `replica` makes this the leader of a replicated queue."""
-        opened = open_queue_files(settings, fs, directory, replica, _now_ms())
+        opened = open_queue_files(settings, fs, directory, replica, clock.wall_ms())
         shell = cls(settings, fs, directory, opened.log, opened.cursor, opened.core,
-                    opened.mark)
+                    opened.mark, HeldMessages(opened.held, opened.held_delivered_below), clock)
         if opened.gate is not None:
             shell.replication = opened.gate
-            shell._appended = opened.held
-            shell._held_delivered_below = opened.held_delivered_below
+            shell._appends.replicate(opened.gate)
             opened.gate.on_rejoin = shell._apply_held_acks
-            opened.gate.on_high_watermark = lambda _: shell._release_held()
         return shell
 
     # --------------------------------------------------------------- publish
+
+    def admit(self, message: Message) -> Admission:
+        """Admit a publish; an accepted one must be followed by `append(message)`, and
+        counts against reject-publish limits until written (`AppendPipeline`)."""
+        return self._appends.admit(message)
+
+    def admit_many(self, messages: Sequence[Message]) -> list[Admission] | None:
+        """`admit` for each of `messages` in order; None when all are accepted (a queue
+        without reject-publish limits: the usual case, decided once for the batch)."""
+        return self._appends.admit_many(messages)
+
+    @property
+    def refusal(self) -> str:
+        """Why the last refused publish was refused (the REST answer says it)."""
+        return self._appends.refusals.last
+
+    def append(self, message: Message) -> asyncio.Future[int]:
+        """Send an admitted message to the log now; the future gives its offset.
+
+        The message is queued for the log during this call, so the order of
+        `append` calls is the order of the log, however the callers' tasks are
+        scheduled. It becomes deliverable as soon as it is written, as on
+        RabbitMQ; the future (the publisher's confirm) resolves once it is durable
+        under the queue's fsync policy. A single node has no failover that could
+        take a written message back; replicated queues keep the high-watermark
+        rule (DESIGN.md section 6).
+        """
+        return self._appends.append_many([message])
+
+    def append_many(self, messages: Sequence[Message]) -> asyncio.Future[int]:
+        """`append` for several admitted messages at once: one write, one future.
+
+        The future gives the first message's offset; the others follow it.
+        """
+        return self._appends.append_many(messages)
+
+    def _made_ready(self, effects: list[Effect], count: int) -> None:
+        """`count` more messages are ready (with the core's effects of making them so):
+        wake the log's followers and the deliveries."""
+        if effects:
+            self._run(effects)
+        self.counters.published += count
+        self.appends.notify()
+        self.schedule_pump()
 
     def hold_publisher(self, connection_id: str) -> asyncio.Future[None] | None:
         """What a connection that just published here must wait for (publisher_flow)."""
@@ -147,14 +189,14 @@ class QueueShell(QueueAppends):
     # ------------------------------------------------------------- consumers
 
     def add_consumer(self, consumer: Consumer, sink: DeliverySink) -> None:
-        self.core.add_consumer(consumer, self.clock())
+        self.core.add_consumer(consumer, self.clock.wall_ms())
         self._sinks[consumer.tag] = sink
         if isinstance(sink, RecordSink):
             self._record_sinks[consumer.tag] = sink
         self.schedule_pump()
 
     def remove_consumer(self, tag: str) -> None:
-        self.core.remove_consumer(tag, self.clock())
+        self.core.remove_consumer(tag, self.clock.wall_ms())
         self._sinks.pop(tag, None)
         self._record_sinks.pop(tag, None)
         self.schedule_pump()
@@ -216,7 +258,7 @@ class QueueShell(QueueAppends):
         found: tuple[int, bool, Message] | None = None
         if self.replication is not None and not self.replication.delivers():
             return None  # a leader that may have been replaced hands out nothing
-        effects = self.core.get(channel_key, no_ack, self.clock())
+        effects = self.core.get(channel_key, no_ack, self.clock.wall_ms())
         for effect in effects:
             if isinstance(effect, Deliver):
                 self._delivery_mark.delivered(effect.offset)
@@ -254,7 +296,7 @@ class QueueShell(QueueAppends):
             room = sink.credit()
             if room is not None:
                 credit[sink.channel_key] = room
-        self._run(self.core.pump(self.clock(), credit))
+        self._run(self.core.pump(self.clock.wall_ms(), credit))
         self._arm_timer()
         self.flow_gate.check()
 
@@ -264,13 +306,13 @@ class QueueShell(QueueAppends):
             self._timer = None
         deadline = self.core.next_deadline_ms()
         if deadline is not None and not self.closed:
-            delay = max(0.0, (deadline - self.clock()) / 1000)
+            delay = max(0.0, (deadline - self.clock.wall_ms()) / 1000)
             self._timer = asyncio.get_running_loop().call_later(delay, self._tick)
 
     def _tick(self) -> None:
         self._timer = None
         if not self.closed:
-            self._run(self.core.tick(self.clock()))
+            self._run(self.core.tick(self.clock.wall_ms()))
             self.schedule_pump()
 
     # ---------------------------------------------------------------- effects
@@ -353,7 +395,7 @@ class QueueShell(QueueAppends):
         """Milliseconds until the message at `offset` expires here (None: never): a
         duration, so another node can tell expiry without comparing clocks."""
         expires_at_ms = self.core.expires_at_ms(offset)
-        return None if expires_at_ms == NO_EXPIRY else max(0, expires_at_ms - self.clock())
+        return None if expires_at_ms == NO_EXPIRY else max(0, expires_at_ms - self.clock.wall_ms())
 
     def message_at(self, offset: int) -> Message:
         return Message.from_record(self._records.record_at(offset))

@@ -102,7 +102,7 @@ async def test_too_few_in_sync_replicas_refuse_publishes() -> None:
     shell = QueueShell.open(SETTINGS, MemoryFileSystem(), "/q",
                             ReplicaSetup("n1", 1, MEMBERS, ("n1",)))
     assert shell.admit(message(b"x")) is Admission.REJECT
-    refusal = shell.admissions.refusal  # the REST answer says why
+    refusal = shell.refusal  # the REST answer says why
     assert "in-sync" in refusal and "x-overflow" not in refusal
     await shell.close()
 

@@ -1,0 +1,216 @@
+"""`AppendPipeline`: how a publish enters a queue shell's log, becomes ready and is confirmed.
+
+Theory of operation. A publish is admitted first (`admit`): a replicated
+queue's gate may refuse it (fenced, cut off from the controller, handing
+over, too few in-sync replicas), then the core's length limit may. An
+admitted publish is appended (`append_many`): its records are queued on the
+log's group committer during the call, so the order of `append` calls is
+the order of the log, however the callers' tasks are scheduled. Then two
+steps, each a method of this pipeline that the committer's completion calls:
+
+1. `_written` (the write landed, before its fsync): the admission no longer
+   counts against the length limit, the records go to the record cache when
+   a consumer is likely to want them at once, the gate learns the leader's
+   written end, and the messages go to `HeldMessages`, which makes them
+   ready in offset order: at once on a single node (as RabbitMQ does: a
+   single node has no failover that could take a written message back),
+   only below the high watermark on a replicated queue's leader.
+2. `_durable` (durable under the queue's fsync policy): a single node
+   confirms now; a replicated leader's publish waits in `_confirms`.
+
+The high watermark moves in the gate, on this leader's own fsync
+(`persisted`, called from `_durable`) or on a follower's fetch or an in-sync
+change (`ReplicationGate.moved`, from the feed). The gate only says what a
+move lets go (a `Release`); this pipeline applies it in one step, `release`:
+the held messages below the high watermark become ready, then the waiting
+confirms of publishes that end at or below it resolve: confirmed, or nacked
+(`NotEnoughReplicas`) when the in-sync set is smaller than the queue needs.
+A fenced gate fails every waiting confirm (`fenced`).
+
+Invariants: confirms resolve in offset order, only once durable here and,
+replicated, once the high watermark has passed them; a message is ready
+only once written and, replicated, below the high watermark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from logbroker.message import Message, records_of
+from logbroker.queue.effects import Effect
+from logbroker.queue.held_messages import HeldMessages
+from logbroker.queue.message_meta import MetaRun, metas_of
+from logbroker.queue.publish_refusals import PublishRefusals
+from logbroker.queue.queue_core import QueueCore
+from logbroker.queue.queue_limits import Admission
+from logbroker.queue.queue_settings import QueueSettings
+from logbroker.queue.record_cache import RecordCache
+from logbroker.queue.replication_gate import (
+    GateFenced,
+    NotEnoughReplicas,
+    Release,
+    ReplicationGate,
+)
+from segments.clock import Clock
+from segments.group_commit import GroupCommitter
+from segments.log import AppendResult
+from segments.record_batch import Record
+
+__all__ = ["AppendPipeline", "MadeReady"]
+
+# The shell's side: run the core's effects, then note that `count` messages became ready.
+MadeReady = Callable[[list[Effect], int], None]
+
+
+@dataclass(eq=False, slots=True)
+class _Append:
+    """One `append_many` on its way through the pipeline."""
+
+    metas: MetaRun
+    records: Sequence[Record]
+    confirm: asyncio.Future[int]
+    admitted: bool = True  # counts against the length limit until written
+
+
+@dataclass(slots=True)
+class _WaitingConfirm:
+    next_offset: int  # the high watermark that confirms it
+    base_offset: int  # what the confirm gives
+    future: asyncio.Future[int]
+
+
+class AppendPipeline:
+    def __init__(
+        self, settings: QueueSettings, core: QueueCore,
+        committer: GroupCommitter[Sequence[Record], AppendResult], records: RecordCache,
+        held: HeldMessages, clock: Clock, made_ready: MadeReady,
+    ) -> None:
+        self._settings = settings
+        self._core = core
+        self._committer = committer
+        self._records = records
+        self.held = held
+        self._clock = clock
+        self._made_ready = made_ready
+        self.gate: ReplicationGate | None = None
+        self.refusals = PublishRefusals(settings.name, clock)
+        self._confirms: collections.deque[_WaitingConfirm] = collections.deque()
+
+    def replicate(self, gate: ReplicationGate) -> None:
+        """This queue leads a replicated queue: readiness and confirms wait for `gate`."""
+        self.gate = gate
+        gate.listener = self
+
+    # ------------------------------------------------------------- admission
+
+    def admit(self, message: Message) -> Admission:
+        """Admit a publish; an accepted one must be followed by `append(message)`, and
+        counts against the length limit until written."""
+        refusal = self.gate.publish_refusal() if self.gate is not None else None
+        if refusal is not None:
+            self.refusals.refused(f"queue '{self._settings.name}' refused it: {refusal}",
+                                  log=True)
+            return Admission.REJECT
+        admission = self._core.admit(message.size_bytes)
+        if admission is not Admission.ACCEPT:
+            self.refusals.refused(f"queue '{self._settings.name}' is full "
+                                  f"(x-overflow {self._core.limits.overflow.value})")
+        return admission
+
+    def admit_many(self, messages: Sequence[Message]) -> list[Admission] | None:
+        """`admit` for each of `messages` in order; None when all are accepted (a queue
+        without reject-publish limits: the usual case, decided once for the batch)."""
+        if ((self.gate is None or self.gate.publish_refusal() is None)
+                and self._core.admit_all([m.size_bytes for m in messages])):
+            return None
+        return [self.admit(message) for message in messages]
+
+    # ---------------------------------------------------------------- append
+
+    def append_many(self, messages: Sequence[Message]) -> asyncio.Future[int]:
+        """Send admitted messages to the log now: one write, one future, which gives the
+        first message's offset once the publish may be confirmed."""
+        metas = metas_of(messages, self._settings.message_ttl_ms, self._clock.wall_ms())
+        # A transient message, or any message in a transient queue, is not lost to a
+        # crash it could survive anyway: it is confirmed once written.
+        durable = self._settings.durable and any(m.persistent for m in messages)
+        append = _Append(metas, (), asyncio.get_running_loop().create_future())
+        try:
+            append.records = records_of(messages)
+            written = self._committer.submit_nowait(
+                append.records, durable=durable,
+                on_written=lambda result: self._written(append, result))
+        except Exception:
+            self._no_longer_admitted(append)
+            raise
+        written.add_done_callback(lambda done: self._durable(append, done))
+        return append.confirm
+
+    def _written(self, append: _Append, result: AppendResult) -> None:
+        self._no_longer_admitted(append)
+        if self._core.consumer_count:  # likely delivered at once: spare the read-back
+            self._records.wrote(result.base_offset, append.records)
+        limit = None
+        if self.gate is not None:
+            self.gate.wrote(result.next_offset)
+            limit = self.gate.high_watermark
+        try:
+            count, effects = self.held.written(self._core, result.base_offset, append.metas,
+                                               limit)
+            if count:
+                self._made_ready(effects, count)
+        except Exception as error:  # a broken invariant must fail the publish
+            if not append.confirm.done():
+                append.confirm.set_exception(error)
+
+    def _durable(self, append: _Append, done: asyncio.Future[AppendResult]) -> None:
+        self._no_longer_admitted(append)  # when the write itself failed
+        if append.confirm.done():
+            return
+        if done.cancelled() or done.exception() is not None:
+            append.confirm.set_exception(done.exception() or asyncio.CancelledError())
+            return
+        result = done.result()
+        if self.gate is None:
+            append.confirm.set_result(result.base_offset)
+            return
+        release = self.gate.persisted(result.next_offset)
+        if self.gate.fenced is not None:
+            append.confirm.set_exception(GateFenced(self.gate.fenced))
+        else:
+            self._confirms.append(_WaitingConfirm(result.next_offset, result.base_offset,
+                                                  append.confirm))
+        self.release(release)
+
+    def _no_longer_admitted(self, append: _Append) -> None:
+        if append.admitted:
+            append.admitted = False
+            self._core.admitted_written(len(append.metas), sum(append.metas.sizes))
+
+    # ------------------------------------------------ the gate's releases
+
+    def release(self, release: Release) -> None:
+        """Apply what the gate let go: messages below its high watermark become ready,
+        then the confirms it passed resolve, in offset order."""
+        count, effects = self.held.release(self._core, release.high_watermark)
+        if count:
+            self._made_ready(effects, count)
+        confirms = self._confirms
+        while confirms and confirms[0].next_offset <= release.high_watermark:
+            waiting = confirms.popleft()
+            if waiting.future.done():
+                continue
+            if release.refusal is None:
+                waiting.future.set_result(waiting.base_offset)
+            else:
+                waiting.future.set_exception(NotEnoughReplicas(release.refusal))
+
+    def fenced(self, reason: str) -> None:
+        """The gate is fenced: nothing waiting here will be confirmed."""
+        confirms, self._confirms = self._confirms, collections.deque()
+        for waiting in confirms:
+            if not waiting.future.done():
+                waiting.future.set_exception(GateFenced(reason))
