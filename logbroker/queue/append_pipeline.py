@@ -25,7 +25,7 @@ move lets go (a `Release`); this pipeline applies it in one step, `release`:
 the held messages below the high watermark become ready, then the waiting
 confirms of publishes that end at or below it resolve: confirmed, or nacked
 (`NotEnoughReplicas`) when the in-sync set is smaller than the queue needs.
-A fenced gate fails every waiting confirm (`fenced`).
+A fenced gate fails every waiting confirm (`abandon`).
 
 Invariants: confirms resolve in offset order, only once durable here and,
 replicated, once the high watermark has passed them; a message is ready
@@ -208,7 +208,7 @@ class AppendPipeline:
             else:
                 waiting.future.set_exception(NotEnoughReplicas(release.refusal))
 
-    def fenced(self, reason: str) -> None:
+    def abandon(self, reason: str) -> None:
         """The gate is fenced: nothing waiting here will be confirmed."""
         confirms, self._confirms = self._confirms, collections.deque()
         for waiting in confirms:

@@ -64,7 +64,9 @@ class ReleaseListener(Protocol):
 
     def release(self, release: Release) -> None: ...
 
-    def fenced(self, reason: str) -> None: ...
+    def abandon(self, reason: str) -> None:
+        """The gate is fenced: nothing waiting for it will be confirmed."""
+        ...
 
 
 class ReplicationGate:
@@ -132,7 +134,7 @@ class ReplicationGate:
         if self.fenced is None:
             self.fenced = reason
             if self.listener is not None:
-                self.listener.fenced(reason)
+                self.listener.abandon(reason)
             for _, waiter in self._ack_waiters:
                 if not waiter.done():
                     waiter.set_exception(GateFenced(reason))

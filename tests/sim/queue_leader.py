@@ -7,12 +7,13 @@ recovered with what may have been delivered flagged, the messages above the
 high watermark held, and flagged too when released if they may have been
 delivered), here with small log segments. The `ReplicationGate` is
 used as is (`wrote`, `persisted`, `moved`, `acks_grew`, `fence`, `isolate` /
-`rejoin`). Around them it mirrors the rest of `QueueShell`, synchronously:
-held messages released into the core only below the high watermark
-(`_release_held`), confirms only once the high watermark passes a publish (the
-gate's `confirm_when_replicated`, whose futures need an event loop:
-`_release_confirms` does the same after every change that may move the high
-watermark), acks dropped by a fenced leader but held (up to `HELD_ACKS_MAX`)
+`rejoin`), and so is `HeldMessages`, which makes written messages ready in
+the core only below the high watermark. Around them it mirrors the rest of
+`QueueShell`, synchronously: the gate's `Release`s applied as
+`AppendPipeline.release` does (held messages made ready, then the confirms
+the high watermark passed, nacked when the in-sync set was too small; the
+pipeline's confirms are futures, which need an event loop), acks dropped by a
+fenced leader but held (up to `HELD_ACKS_MAX`)
 by an isolated one and applied when it rejoins (`ack`, `_apply_held_acks`),
 settles written to the cursor log by a group commit and then `acks_grew`, and
 retention deleting settled segments (`reclaim_settled`).
@@ -33,12 +34,14 @@ from unittest import mock
 from logbroker.queue import queue_opening
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.effects import Deliver, Effect, Settle
-from logbroker.queue.message_meta import MessageMeta
+from logbroker.queue.held_messages import HeldMessages
+from logbroker.queue.message_meta import MessageMeta, MetaRun
 from logbroker.queue.queue_limits import QueueLimits
 from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_shell import HELD_ACKS_MAX
 from logbroker.queue.replica_setup import ReplicaSetup
+from logbroker.queue.replication_gate import Release
 from logbroker.queue.retention import Retention, SegmentSummary, reclaim_floor
 from segments.filesystem import FileSystem
 from segments.log import Log, LogConfig
@@ -101,8 +104,8 @@ class LeaderReplica:
             opened = open_queue_files(settings, fs, directory, setup, hooks.now_ms)
         assert opened.gate is not None
         self.log, self.cursor, self.mark = opened.log, opened.cursor, opened.mark
-        self.core, self.gate, self._appended = opened.core, opened.gate, opened.held
-        self._held_delivered_below = opened.held_delivered_below
+        self.core, self.gate = opened.core, opened.gate
+        self._held = HeldMessages(opened.held, opened.held_delivered_below)
         self._sinks: dict[str, ConsumerSink] = {}
         self._unsynced: list[_Pending] = []  # written, waiting for the log's fsync
         self._confirms: deque[_Pending] = deque()  # durable here, waiting for the hw
@@ -110,7 +113,7 @@ class LeaderReplica:
         self._held_acks: list[int] = []  # acks taken while cut off from the controller
         self._reported = self.log.log_start_offset  # committed offsets given to the checker
         self.changes = 0  # bumped on what wakes a long-polling fetch (gate.changes)
-        self.gate.on_high_watermark = lambda _: self._release_held()
+        self.gate.listener = self
         self.gate.on_rejoin = self._apply_held_acks
         self._report_committed()
 
@@ -121,7 +124,7 @@ class LeaderReplica:
     @property
     def held(self) -> int:
         """Messages written but not handed to the core yet (above the high watermark)."""
-        return len(self._appended)
+        return len(self._held)
 
     @property
     def fenced(self) -> str | None:
@@ -150,9 +153,10 @@ class LeaderReplica:
         result = self.log.append([Record(payload, self.hooks.now_ms)])
         self.gate.wrote(result.next_offset)
         self.changes += 1
-        self._appended[result.base_offset] = MessageMeta(len(payload))
         self._payloads[result.base_offset] = payload
-        self._release_held()
+        self._made_ready(self._held.written(self.core, result.base_offset,
+                                            MetaRun.of([MessageMeta(len(payload))]),
+                                            self.gate.high_watermark))
         self._unsynced.append(_Pending(result.next_offset, publish))
 
     def flush(self) -> None:
@@ -163,35 +167,39 @@ class LeaderReplica:
             self.log.sync()
             durable, self._unsynced = self._unsynced, []
             for pending in durable:
-                self.gate.persisted(pending.next_offset)
-                self._confirms.append(pending)
-                self._release_confirms()
+                release = self.gate.persisted(pending.next_offset)
+                if self.gate.fenced is not None:
+                    self.hooks.confirm(self.queue, pending.publish, False)  # GateFenced
+                else:
+                    self._confirms.append(pending)
+                self.release(release)
             self.changes += 1
         self._flush_settles()
 
     def moved(self, change: Callable[[], object]) -> None:
-        """`gate.moved` (a fetch, an in-sync commit), then the confirms it allows."""
+        """`gate.moved` (a fetch, an in-sync commit): a release comes to `release`."""
         self.gate.moved(change)
-        self._release_confirms()
 
-    def _release_confirms(self) -> None:
-        hw = self.gate.high_watermark
-        self._report_committed()
-        while self._confirms and self._confirms[0].next_offset <= hw:
-            self.hooks.confirm(self.queue, self._confirms.popleft().publish, True)
+    def release(self, release: Release) -> None:
+        """What the gate let go (`AppendPipeline.release`): held messages below the high
+        watermark become ready, then the confirms it passed resolve."""
+        self._made_ready(self._held.release(self.core, release.high_watermark))
+        while self._confirms and self._confirms[0].next_offset <= release.high_watermark:
+            self.hooks.confirm(self.queue, self._confirms.popleft().publish,
+                               release.refusal is None)
 
-    def _release_held(self) -> None:
-        """Ready below the high watermark, in offset order (QueueShell._release_held)."""
-        limit = self.gate.high_watermark
+    def abandon(self, reason: str) -> None:
+        """The gate is fenced (`AppendPipeline.abandon`): nothing waiting is confirmed."""
+        confirms, self._confirms = self._confirms, deque()
+        for pending in confirms:
+            self.hooks.confirm(self.queue, pending.publish, False)  # GateFenced
+
+    def _made_ready(self, released: tuple[int, list[Effect]]) -> None:
+        count, effects = released
         self._report_committed()
-        released = False
-        while self.core.next_offset in self._appended and self.core.next_offset < limit:
-            offset = self.core.next_offset
-            self._run(self.core.enqueue(offset, self._appended.pop(offset),
-                                        offset < self._held_delivered_below))
-            released = True
+        self._run(effects)
         self.changes += 1
-        if released:
+        if count:
             self.pump()
 
     def _report_committed(self) -> None:
