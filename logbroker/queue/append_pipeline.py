@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -67,10 +68,11 @@ MadeReady = Callable[[list[Effect], int], None]
 
 @dataclass(eq=False, slots=True)
 class _Append:
-    """One `append_many` on its way through the pipeline."""
+    """One `append_many` on its way through the pipeline (its records and metas go only
+    to `_written`: they are not kept while the write waits for its fsync)."""
 
-    metas: MetaRun
-    records: Sequence[Record]
+    count: int
+    total_bytes: int
     confirm: asyncio.Future[int]
     admitted: bool = True  # counts against the length limit until written
 
@@ -137,29 +139,30 @@ class AppendPipeline:
         # A transient message, or any message in a transient queue, is not lost to a
         # crash it could survive anyway: it is confirmed once written.
         durable = self._settings.durable and any(m.persistent for m in messages)
-        append = _Append(metas, (), asyncio.get_running_loop().create_future())
+        append = _Append(len(messages), sum(metas.sizes),
+                         asyncio.get_running_loop().create_future())
         try:
-            append.records = records_of(messages)
+            records = records_of(messages)
             written = self._committer.submit_nowait(
-                append.records, durable=durable,
-                on_written=lambda result: self._written(append, result))
+                records, durable=durable,
+                on_written=functools.partial(self._written, append, metas, records))
         except Exception:
             self._no_longer_admitted(append)
             raise
-        written.add_done_callback(lambda done: self._durable(append, done))
+        written.add_done_callback(functools.partial(self._durable, append))
         return append.confirm
 
-    def _written(self, append: _Append, result: AppendResult) -> None:
+    def _written(self, append: _Append, metas: MetaRun, records: Sequence[Record],
+                 result: AppendResult) -> None:
         self._no_longer_admitted(append)
         if self._core.consumer_count:  # likely delivered at once: spare the read-back
-            self._records.wrote(result.base_offset, append.records)
+            self._records.wrote(result.base_offset, records)
         limit = None
         if self.gate is not None:
             self.gate.wrote(result.next_offset)
             limit = self.gate.high_watermark
         try:
-            count, effects = self.held.written(self._core, result.base_offset, append.metas,
-                                               limit)
+            count, effects = self.held.written(self._core, result.base_offset, metas, limit)
             if count:
                 self._made_ready(effects, count)
         except Exception as error:  # a broken invariant must fail the publish
@@ -188,7 +191,7 @@ class AppendPipeline:
     def _no_longer_admitted(self, append: _Append) -> None:
         if append.admitted:
             append.admitted = False
-            self._core.admitted_written(len(append.metas), sum(append.metas.sizes))
+            self._core.admitted_written(append.count, append.total_bytes)
 
     # ------------------------------------------------ the gate's releases
 

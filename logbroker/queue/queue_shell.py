@@ -103,7 +103,7 @@ class QueueShell:
         self.had_consumers = False  # auto-delete applies only once a consumer came
         self.counters = QueueCounters()
         self.appends = AppendWaiters()
-        self._appends = AppendPipeline(settings, core, self._committer, self._records,
+        self._pipeline = AppendPipeline(settings, core, self._committer, self._records,
                                        held or HeldMessages(), clock, self._made_ready)
         # Set for a replicated queue's leader: readiness and confirms wait for the
         # high watermark (replication_gate).
@@ -132,7 +132,7 @@ class QueueShell:
                     opened.mark, HeldMessages(opened.held, opened.held_delivered_below), clock)
         if opened.gate is not None:
             shell.replication = opened.gate
-            shell._appends.replicate(opened.gate)
+            shell._pipeline.replicate(opened.gate)
             opened.gate.on_rejoin = shell._apply_held_acks
         return shell
 
@@ -141,17 +141,17 @@ class QueueShell:
     def admit(self, message: Message) -> Admission:
         """Admit a publish; an accepted one must be followed by `append(message)`, and
         counts against reject-publish limits until written (`AppendPipeline`)."""
-        return self._appends.admit(message)
+        return self._pipeline.admit(message)
 
     def admit_many(self, messages: Sequence[Message]) -> list[Admission] | None:
         """`admit` for each of `messages` in order; None when all are accepted (a queue
         without reject-publish limits: the usual case, decided once for the batch)."""
-        return self._appends.admit_many(messages)
+        return self._pipeline.admit_many(messages)
 
     @property
     def refusal(self) -> str:
         """Why the last refused publish was refused (the REST answer says it)."""
-        return self._appends.refusals.last
+        return self._pipeline.refusals.last
 
     def append(self, message: Message) -> asyncio.Future[int]:
         """Send an admitted message to the log now; the future gives its offset.
@@ -164,14 +164,14 @@ class QueueShell:
         take a written message back; replicated queues keep the high-watermark
         rule (DESIGN.md section 6).
         """
-        return self._appends.append_many([message])
+        return self._pipeline.append_many([message])
 
     def append_many(self, messages: Sequence[Message]) -> asyncio.Future[int]:
         """`append` for several admitted messages at once: one write, one future.
 
         The future gives the first message's offset; the others follow it.
         """
-        return self._appends.append_many(messages)
+        return self._pipeline.append_many(messages)
 
     def _made_ready(self, effects: list[Effect], count: int) -> None:
         """`count` more messages are ready (with the core's effects of making them so):
