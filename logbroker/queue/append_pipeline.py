@@ -86,11 +86,11 @@ class _WaitingConfirm:
 
 class AppendPipeline:
     def __init__(
-        self, settings: QueueSettings, core: QueueCore,
+        self, settings: Callable[[], QueueSettings], core: QueueCore,
         committer: GroupCommitter[Sequence[Record], AppendResult], records: RecordCache,
         held: HeldMessages, clock: Clock, made_ready: MadeReady,
     ) -> None:
-        self._settings = settings
+        self._settings = settings  # read at each use: a policy change replaces them
         self._core = core
         self._committer = committer
         self._records = records
@@ -98,7 +98,8 @@ class AppendPipeline:
         self._clock = clock
         self._made_ready = made_ready
         self.gate: ReplicationGate | None = None
-        self.refusals = PublishRefusals(settings.name, clock)
+        self._name = settings().name
+        self.refusals = PublishRefusals(self._name, clock)
         self._confirms: collections.deque[_WaitingConfirm] = collections.deque()
 
     def replicate(self, gate: ReplicationGate) -> None:
@@ -113,12 +114,12 @@ class AppendPipeline:
         counts against the length limit until written."""
         refusal = self.gate.publish_refusal() if self.gate is not None else None
         if refusal is not None:
-            self.refusals.refused(f"queue '{self._settings.name}' refused it: {refusal}",
+            self.refusals.refused(f"queue '{self._name}' refused it: {refusal}",
                                   log=True)
             return Admission.REJECT
         admission = self._core.admit(message.size_bytes)
         if admission is not Admission.ACCEPT:
-            self.refusals.refused(f"queue '{self._settings.name}' is full "
+            self.refusals.refused(f"queue '{self._name}' is full "
                                   f"(x-overflow {self._core.limits.overflow.value})")
         return admission
 
@@ -135,10 +136,11 @@ class AppendPipeline:
     def append_many(self, messages: Sequence[Message]) -> asyncio.Future[int]:
         """Send admitted messages to the log now: one write, one future, which gives the
         first message's offset once the publish may be confirmed."""
-        metas = metas_of(messages, self._settings.message_ttl_ms, self._clock.wall_ms())
+        settings = self._settings()
+        metas = metas_of(messages, settings.message_ttl_ms, self._clock.wall_ms())
         # A transient message, or any message in a transient queue, is not lost to a
         # crash it could survive anyway: it is confirmed once written.
-        durable = self._settings.durable and any(m.persistent for m in messages)
+        durable = settings.durable and any(m.persistent for m in messages)
         append = _Append(len(messages), sum(metas.sizes),
                          asyncio.get_running_loop().create_future())
         try:

@@ -103,8 +103,9 @@ class QueueShell:
         self.had_consumers = False  # auto-delete applies only once a consumer came
         self.counters = QueueCounters()
         self.appends = AppendWaiters()
-        self._pipeline = AppendPipeline(settings, core, self._committer, self._records,
-                                       held or HeldMessages(), clock, self._made_ready)
+        self._pipeline = AppendPipeline(lambda: self.settings, core, self._committer,
+                                        self._records, held or HeldMessages(), clock,
+                                        self._made_ready)
         # Set for a replicated queue's leader: readiness and confirms wait for the
         # high watermark (replication_gate).
         self.replication: ReplicationGate | None = None
