@@ -94,7 +94,7 @@ class AppendPipeline:
         self._core = core
         self._committer = committer
         self._records = records
-        self.held = held
+        self._held = held
         self._clock = clock
         self._made_ready = made_ready
         self.gate: ReplicationGate | None = None
@@ -164,7 +164,7 @@ class AppendPipeline:
             self.gate.wrote(result.next_offset)
             limit = self.gate.high_watermark
         try:
-            count, effects = self.held.written(self._core, result.base_offset, metas, limit)
+            count, effects = self._held.written(self._core, result.base_offset, metas, limit)
             if count:
                 self._made_ready(effects, count)
         except Exception as error:  # a broken invariant must fail the publish
@@ -200,7 +200,7 @@ class AppendPipeline:
     def release(self, release: Release) -> None:
         """Apply what the gate let go: messages below its high watermark become ready,
         then the confirms it passed resolve, in offset order."""
-        count, effects = self.held.release(self._core, release.high_watermark)
+        count, effects = self._held.release(self._core, release.high_watermark)
         if count:
             self._made_ready(effects, count)
         confirms = self._confirms
