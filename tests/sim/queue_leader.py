@@ -29,9 +29,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
-from unittest import mock
 
-from logbroker.queue import queue_opening
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.effects import Deliver, Effect, Settle
 from logbroker.queue.held_messages import HeldMessages
@@ -43,8 +41,7 @@ from logbroker.queue.queue_shell import HELD_ACKS_MAX
 from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import Release
 from logbroker.queue.retention import Retention, SegmentSummary, reclaim_floor
-from segments.filesystem import FileSystem
-from segments.log import Log, LogConfig
+from segments.log import LogConfig
 from segments.memory_filesystem import MemoryFileSystem
 from segments.record_batch import Record
 
@@ -77,14 +74,6 @@ class LeaderHooks(Protocol):
     def stats(self) -> Counter[str]: ...
 
 
-class _SmallSegmentLog:
-    """`Log` inside `open_queue_files`, with the simulation's small segments."""
-
-    @staticmethod
-    def open(fs: FileSystem, directory: str, config: LogConfig | None = None) -> Log:
-        return Log.open(fs, directory, config or QUEUE_LOG_CONFIG)
-
-
 @dataclass
 class _Pending:
     next_offset: int
@@ -100,8 +89,8 @@ class LeaderReplica:
         self.closed = False
         self._payloads: dict[int, bytes] = {}
         settings = QueueSettings(VHOST, queue, durable=True, limits=QueueLimits())
-        with mock.patch.object(queue_opening, "Log", _SmallSegmentLog):
-            opened = open_queue_files(settings, fs, directory, setup, hooks.now_ms)
+        opened = open_queue_files(settings, fs, directory, setup, hooks.now_ms,
+                                  QUEUE_LOG_CONFIG)
         assert opened.gate is not None
         self.log, self.cursor, self.mark = opened.log, opened.cursor, opened.mark
         self.core, self.gate = opened.core, opened.gate
