@@ -63,7 +63,7 @@ async def declare_queue(
     endpoint = _endpoint(broker, vhost, name)
     if not isinstance(endpoint, QueueShell):
         return (name, *await endpoint.counts())
-    endpoint.core.touch(endpoint.clock.wall_ms())
+    endpoint.core.touch(endpoint.clock())
     return name, endpoint.core.message_count, endpoint.core.consumer_count
 
 

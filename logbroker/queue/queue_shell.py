@@ -90,8 +90,9 @@ class QueueShell:
                                      lambda: self.settings.retention, self._settled, clock)
         self._sinks: dict[str, DeliverySink] = {}
         self._record_sinks: dict[str, RecordSink] = {}  # those of `_sinks` that take them
-        # Core time is wall time: expiry is computed from it and outlives a restart.
-        self.clock = clock
+        # The core's time: the injected clock's wall reading, since expiry is computed
+        # from it and must outlive a restart.
+        self.clock: Callable[[], int] = clock.wall_ms
         self._records = RecordCache(log)
         self._delivery_mark = delivery_mark
         self._pump_scheduled: asyncio.Handle | None = None
@@ -190,14 +191,14 @@ class QueueShell:
     # ------------------------------------------------------------- consumers
 
     def add_consumer(self, consumer: Consumer, sink: DeliverySink) -> None:
-        self.core.add_consumer(consumer, self.clock.wall_ms())
+        self.core.add_consumer(consumer, self.clock())
         self._sinks[consumer.tag] = sink
         if isinstance(sink, RecordSink):
             self._record_sinks[consumer.tag] = sink
         self.schedule_pump()
 
     def remove_consumer(self, tag: str) -> None:
-        self.core.remove_consumer(tag, self.clock.wall_ms())
+        self.core.remove_consumer(tag, self.clock())
         self._sinks.pop(tag, None)
         self._record_sinks.pop(tag, None)
         self.schedule_pump()
@@ -259,7 +260,7 @@ class QueueShell:
         found: tuple[int, bool, Message] | None = None
         if self.replication is not None and not self.replication.delivers():
             return None  # a leader that may have been replaced hands out nothing
-        effects = self.core.get(channel_key, no_ack, self.clock.wall_ms())
+        effects = self.core.get(channel_key, no_ack, self.clock())
         for effect in effects:
             if isinstance(effect, Deliver):
                 self._delivery_mark.delivered(effect.offset)
@@ -297,7 +298,7 @@ class QueueShell:
             room = sink.credit()
             if room is not None:
                 credit[sink.channel_key] = room
-        self._run(self.core.pump(self.clock.wall_ms(), credit))
+        self._run(self.core.pump(self.clock(), credit))
         self._arm_timer()
         self.flow_gate.check()
 
@@ -307,13 +308,13 @@ class QueueShell:
             self._timer = None
         deadline = self.core.next_deadline_ms()
         if deadline is not None and not self.closed:
-            delay = max(0.0, (deadline - self.clock.wall_ms()) / 1000)
+            delay = max(0.0, (deadline - self.clock()) / 1000)
             self._timer = asyncio.get_running_loop().call_later(delay, self._tick)
 
     def _tick(self) -> None:
         self._timer = None
         if not self.closed:
-            self._run(self.core.tick(self.clock.wall_ms()))
+            self._run(self.core.tick(self.clock()))
             self.schedule_pump()
 
     # ---------------------------------------------------------------- effects
@@ -396,7 +397,7 @@ class QueueShell:
         """Milliseconds until the message at `offset` expires here (None: never): a
         duration, so another node can tell expiry without comparing clocks."""
         expires_at_ms = self.core.expires_at_ms(offset)
-        return None if expires_at_ms == NO_EXPIRY else max(0, expires_at_ms - self.clock.wall_ms())
+        return None if expires_at_ms == NO_EXPIRY else max(0, expires_at_ms - self.clock())
 
     def message_at(self, offset: int) -> Message:
         return Message.from_record(self._records.record_at(offset))
