@@ -16,7 +16,7 @@ steps, each a method of this pipeline that the committer's completion calls:
    single node has no failover that could take a written message back),
    only below the high watermark on a replicated queue's leader.
 2. `_durable` (durable under the queue's fsync policy): a single node
-   confirms now; a replicated leader's publish waits in `_confirms`.
+   confirms now; a replicated leader's publish waits (`WaitingConfirms`).
 
 The high watermark moves in the gate, on this leader's own fsync
 (`persisted`, called from `_durable`) or on a follower's fetch or an in-sync
@@ -27,15 +27,15 @@ confirms of publishes that end at or below it resolve: confirmed, or nacked
 (`NotEnoughReplicas`) when the in-sync set is smaller than the queue needs.
 A fenced gate fails every waiting confirm (`abandon`).
 
-Invariants: confirms resolve in offset order, only once durable here and,
-replicated, once the high watermark has passed them; a message is ready
-only once written and, replicated, below the high watermark.
+Invariants: a confirm resolves only once its write is durable here and,
+replicated, once the high watermark has passed it (replicated confirms in
+the order their writes became durable); a message is ready only once
+written and, replicated, below the high watermark, in offset order.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,6 +55,7 @@ from logbroker.queue.replication_gate import (
     Release,
     ReplicationGate,
 )
+from logbroker.queue.waiting_confirms import WaitingConfirms
 from segments.clock import Clock
 from segments.group_commit import GroupCommitter
 from segments.log import AppendResult
@@ -77,13 +78,6 @@ class _Append:
     admitted: bool = True  # counts against the length limit until written
 
 
-@dataclass(slots=True)
-class _WaitingConfirm:
-    next_offset: int  # the high watermark that confirms it
-    base_offset: int  # what the confirm gives
-    future: asyncio.Future[int]
-
-
 class AppendPipeline:
     def __init__(
         self, settings: Callable[[], QueueSettings], core: QueueCore,
@@ -100,7 +94,8 @@ class AppendPipeline:
         self.gate: ReplicationGate | None = None
         self._name = settings().name
         self.refusals = PublishRefusals(self._name, clock)
-        self._confirms: collections.deque[_WaitingConfirm] = collections.deque()
+        # (the publish's base offset, which its confirm gives; the confirm)
+        self._confirms: WaitingConfirms[tuple[int, asyncio.Future[int]]] = WaitingConfirms()
 
     def replicate(self, gate: ReplicationGate) -> None:
         """This queue leads a replicated queue: readiness and confirms wait for `gate`."""
@@ -186,8 +181,7 @@ class AppendPipeline:
         if self.gate.fenced is not None:
             append.confirm.set_exception(GateFenced(self.gate.fenced))
         else:
-            self._confirms.append(_WaitingConfirm(result.next_offset, result.base_offset,
-                                                  append.confirm))
+            self._confirms.add(result.next_offset, (result.base_offset, append.confirm))
         self.release(release)
 
     def _no_longer_admitted(self, append: _Append) -> None:
@@ -203,19 +197,16 @@ class AppendPipeline:
         count, effects = self._held.release(self._core, release.high_watermark)
         if count:
             self._made_ready(effects, count)
-        confirms = self._confirms
-        while confirms and confirms[0].next_offset <= release.high_watermark:
-            waiting = confirms.popleft()
-            if waiting.future.done():
+        for base_offset, confirm in self._confirms.passed(release.high_watermark):
+            if confirm.done():
                 continue
             if release.refusal is None:
-                waiting.future.set_result(waiting.base_offset)
+                confirm.set_result(base_offset)
             else:
-                waiting.future.set_exception(NotEnoughReplicas(release.refusal))
+                confirm.set_exception(NotEnoughReplicas(release.refusal))
 
     def abandon(self, reason: str) -> None:
         """The gate is fenced: nothing waiting here will be confirmed."""
-        confirms, self._confirms = self._confirms, collections.deque()
-        for waiting in confirms:
-            if not waiting.future.done():
-                waiting.future.set_exception(GateFenced(reason))
+        for _, confirm in self._confirms.take_all():
+            if not confirm.done():
+                confirm.set_exception(GateFenced(reason))

@@ -7,12 +7,13 @@ recovered with what may have been delivered flagged, the messages above the
 high watermark held, and flagged too when released if they may have been
 delivered), here with small log segments. The `ReplicationGate` is
 used as is (`wrote`, `persisted`, `moved`, `acks_grew`, `fence`, `isolate` /
-`rejoin`), and so is `HeldMessages`, which makes written messages ready in
-the core only below the high watermark. Around them it mirrors the rest of
-`QueueShell`, synchronously: the gate's `Release`s applied as
-`AppendPipeline.release` does (held messages made ready, then the confirms
-the high watermark passed, nacked when the in-sync set was too small; the
-pipeline's confirms are futures, which need an event loop), acks dropped by a
+`rejoin`), and so are `HeldMessages`, which makes written messages ready in
+the core only below the high watermark, and `WaitingConfirms`, which lets
+publishes go only once the high watermark passes them. Around them it
+mirrors the rest of `QueueShell`, synchronously: the gate's `Release`s
+applied as `AppendPipeline.release` does (held messages made ready, then the
+confirms the high watermark passed, nacked when the in-sync set was too
+small; the pipeline resolves futures, which need an event loop), acks dropped by a
 fenced leader but held (up to `HELD_ACKS_MAX`)
 by an isolated one and applied when it rejoins (`ack`, `_apply_held_acks`),
 settles written to the cursor log by a group commit and then `acks_grew`, and
@@ -25,7 +26,7 @@ between loses them.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -41,6 +42,7 @@ from logbroker.queue.queue_shell import HELD_ACKS_MAX
 from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import Release
 from logbroker.queue.retention import Retention, SegmentSummary, reclaim_floor
+from logbroker.queue.waiting_confirms import WaitingConfirms
 from segments.log import LogConfig
 from segments.memory_filesystem import MemoryFileSystem
 from segments.record_batch import Record
@@ -97,7 +99,7 @@ class LeaderReplica:
         self._held = HeldMessages(opened.held, opened.held_delivered_below)
         self._sinks: dict[str, ConsumerSink] = {}
         self._unsynced: list[_Pending] = []  # written, waiting for the log's fsync
-        self._confirms: deque[_Pending] = deque()  # durable here, waiting for the hw
+        self._confirms: WaitingConfirms[_Pending] = WaitingConfirms()  # durable, wait for the hw
         self._settles: list[tuple[int, int]] = []
         self._held_acks: list[int] = []  # acks taken while cut off from the controller
         self._reported = self.log.log_start_offset  # committed offsets given to the checker
@@ -160,7 +162,7 @@ class LeaderReplica:
                 if self.gate.fenced is not None:
                     self.hooks.confirm(self.queue, pending.publish, False)  # GateFenced
                 else:
-                    self._confirms.append(pending)
+                    self._confirms.add(pending.next_offset, pending)
                 self.release(release)
             self.changes += 1
         self._flush_settles()
@@ -173,14 +175,12 @@ class LeaderReplica:
         """What the gate let go (`AppendPipeline.release`): held messages below the high
         watermark become ready, then the confirms it passed resolve."""
         self._made_ready(self._held.release(self.core, release.high_watermark))
-        while self._confirms and self._confirms[0].next_offset <= release.high_watermark:
-            self.hooks.confirm(self.queue, self._confirms.popleft().publish,
-                               release.refusal is None)
+        for pending in self._confirms.passed(release.high_watermark):
+            self.hooks.confirm(self.queue, pending.publish, release.refusal is None)
 
     def abandon(self, reason: str) -> None:
         """The gate is fenced (`AppendPipeline.abandon`): nothing waiting is confirmed."""
-        confirms, self._confirms = self._confirms, deque()
-        for pending in confirms:
+        for pending in self._confirms.take_all():
             self.hooks.confirm(self.queue, pending.publish, False)  # GateFenced
 
     def _made_ready(self, released: tuple[int, list[Effect]]) -> None:
@@ -276,9 +276,9 @@ class LeaderReplica:
             sink.cancelled(self)
         self._flush_settles()
         self.closed = True
-        for pending in [*self._unsynced, *self._confirms]:
+        for pending in [*self._unsynced, *self._confirms.take_all()]:
             self.hooks.confirm(self.queue, pending.publish, False)  # GateFenced
-        self._unsynced, self._confirms = [], deque()
+        self._unsynced = []
         self.mark.close()  # a clean stop knows exactly
         self.log.close()
         self.cursor.close()
