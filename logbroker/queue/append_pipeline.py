@@ -151,7 +151,8 @@ class AppendPipeline:
 
     def _written(self, append: _Append, metas: MetaRun, records: Sequence[Record],
                  result: AppendResult) -> None:
-        self._no_longer_admitted(append)
+        append.admitted = False
+        self._core.admitted_written(append.count, append.total_bytes)
         if self._core.consumer_count:  # likely delivered at once: spare the read-back
             self._records.wrote(result.base_offset, records)
         limit = None
@@ -167,7 +168,8 @@ class AppendPipeline:
                 append.confirm.set_exception(error)
 
     def _durable(self, append: _Append, done: asyncio.Future[AppendResult]) -> None:
-        self._no_longer_admitted(append)  # when the write itself failed
+        if append.admitted:  # the write itself failed
+            self._no_longer_admitted(append)
         if append.confirm.done():
             return
         if done.cancelled() or done.exception() is not None:

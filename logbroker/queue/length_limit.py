@@ -27,28 +27,45 @@ __all__ = ["LengthLimit"]
 
 class LengthLimit:
     def __init__(self, limits: QueueLimits) -> None:
-        self.limits = limits
         self.pending_count = 0  # admitted, not written yet
         self.pending_bytes = 0
+        self.set_limits(limits)
 
-    def accepts_all(self) -> bool:
-        """True when `admit` says ACCEPT whatever the sizes (no reject-publish limit)."""
-        return self.limits.overflow is Overflow.DROP_HEAD or not self.limits.bounds_length
+    def set_limits(self, limits: QueueLimits) -> None:
+        """A policy changed the limits. What follows from them is worked out here, once,
+        not at each of the many publishes in between."""
+        self.limits = limits
+        drop_head = limits.overflow is Overflow.DROP_HEAD
+        # `admit` says ACCEPT whatever the sizes (no reject-publish limit).
+        self.accepts_all = drop_head or not limits.bounds_length
+        # Drops act after each message made ready, so a batch is made ready one by one.
+        self.drops_per_message = drop_head and limits.bounds_length
 
     def admit(self, size_bytes: int, ready_count: int, ready_bytes: int) -> Admission:
         """Whether a message of `size_bytes` may enter a queue holding `ready_count`
         messages of `ready_bytes`; an accepted one counts as pending."""
-        admission = self._decide(size_bytes, ready_count, ready_bytes)
-        if admission is Admission.ACCEPT:
-            self._add_pending(1, size_bytes)
-        return admission
+        limits = self.limits
+        # Inline, not split into helpers: this runs once per message published.
+        full = limits.overflow is not Overflow.DROP_HEAD and (
+            (limits.max_length is not None
+             and ready_count + self.pending_count >= limits.max_length)
+            or (limits.max_length_bytes is not None
+                and ready_bytes + self.pending_bytes + size_bytes > limits.max_length_bytes))
+        if not full:
+            self.pending_count += 1
+            self.pending_bytes += size_bytes
+            return Admission.ACCEPT
+        if limits.overflow is Overflow.REJECT_PUBLISH_DLX and limits.dead_letter:
+            return Admission.REJECT_DEAD_LETTER
+        return Admission.REJECT
 
     def admit_all(self, sizes: Sequence[int]) -> bool:
         """Admit every message of a batch at once when no size can be refused (the
         usual case); False, admitting none, when each must be admitted in turn."""
-        if not self.accepts_all():
+        if not self.accepts_all:
             return False
-        self._add_pending(len(sizes), sum(sizes))
+        self.pending_count += len(sizes)
+        self.pending_bytes += sum(sizes)
         return True
 
     def written(self, count: int, total_bytes: int) -> None:
@@ -64,27 +81,3 @@ class LengthLimit:
             return False
         return (limits.max_length is not None and ready_count > limits.max_length) or (
             limits.max_length_bytes is not None and ready_bytes > limits.max_length_bytes)
-
-    @property
-    def drops_per_message(self) -> bool:
-        """Drop-head with a limit: drops act after each message made ready, so a batch is
-        made ready one message at a time."""
-        return self.limits.overflow is Overflow.DROP_HEAD and self.limits.bounds_length
-
-    def _decide(self, size_bytes: int, ready_count: int, ready_bytes: int) -> Admission:
-        limits = self.limits
-        if limits.overflow is Overflow.DROP_HEAD:
-            return Admission.ACCEPT
-        count = ready_count + self.pending_count
-        full = (limits.max_length is not None and count >= limits.max_length) or (
-            limits.max_length_bytes is not None
-            and ready_bytes + self.pending_bytes + size_bytes > limits.max_length_bytes)
-        if not full:
-            return Admission.ACCEPT
-        if limits.overflow is Overflow.REJECT_PUBLISH_DLX and limits.dead_letter:
-            return Admission.REJECT_DEAD_LETTER
-        return Admission.REJECT
-
-    def _add_pending(self, count: int, total_bytes: int) -> None:
-        self.pending_count += count
-        self.pending_bytes += total_bytes

@@ -83,6 +83,7 @@ class QueueCore:
         next_offset: int = 0,
         now_ms: int = 0,
     ) -> None:
+        self.limits = limits  # also the length limit's; `set_limits` changes both
         self.length = LengthLimit(limits)
         self.max_priority = max_priority
         self._ready: FifoReadySet | PriorityReadySet
@@ -164,10 +165,6 @@ class QueueCore:
     def expires_at_ms(self, offset: int) -> int:
         return self._meta.expires_at_ms(offset)
 
-    @property
-    def limits(self) -> QueueLimits:
-        return self.length.limits
-
     # ---------------------------------------------------------------- intake
 
     def admit(self, size_bytes: int) -> Admission:
@@ -179,10 +176,6 @@ class QueueCore:
         """Admit a whole batch at once if no limit can refuse any of it (else False:
         `admit` each in turn)."""
         return self.length.admit_all(sizes)
-
-    def accepts_all(self) -> bool:
-        """True when `admit` says ACCEPT whatever the sizes (no reject-publish limit)."""
-        return self.length.accepts_all()
 
     def admitted_written(self, count: int, total_bytes: int) -> None:
         """`count` admitted publishes of `total_bytes` are written (or failed to be)."""
@@ -219,7 +212,8 @@ class QueueCore:
 
     def set_limits(self, limits: QueueLimits) -> list[Effect]:
         """A policy changed: apply the new limits to the messages already queued."""
-        self.length.limits = limits
+        self.limits = limits
+        self.length.set_limits(limits)
         return self._enforce_length()
 
     def _enforce_length(self) -> list[Effect]:

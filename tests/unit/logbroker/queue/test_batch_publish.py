@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from logbroker.message import Message, Properties, records_of
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.effects import Deliver
+from logbroker.queue.length_limit import LengthLimit
 from logbroker.queue.message_meta import MessageMeta, MetaRun, meta_of, metas_of
 from logbroker.queue.queue_core import QueueCore
 from logbroker.queue.queue_limits import Overflow, QueueLimits
@@ -44,11 +45,14 @@ def test_enqueue_many_is_enqueue_one_by_one(
 
 
 def test_accepts_all_only_without_a_reject_publish_limit() -> None:
-    assert QueueCore(QueueLimits()).accepts_all()
-    assert QueueCore(QueueLimits(max_length=1, overflow=Overflow.DROP_HEAD)).accepts_all()
-    assert not QueueCore(QueueLimits(max_length=1, overflow=Overflow.REJECT_PUBLISH)).accepts_all()
-    assert not QueueCore(QueueLimits(max_length_bytes=9,
-                                     overflow=Overflow.REJECT_PUBLISH_DLX)).accepts_all()
+    assert LengthLimit(QueueLimits()).accepts_all
+    assert LengthLimit(QueueLimits(max_length=1, overflow=Overflow.DROP_HEAD)).accepts_all
+    assert not LengthLimit(QueueLimits(max_length=1, overflow=Overflow.REJECT_PUBLISH)).accepts_all
+    assert not LengthLimit(QueueLimits(max_length_bytes=9,
+                                       overflow=Overflow.REJECT_PUBLISH_DLX)).accepts_all
+    limit = LengthLimit(QueueLimits())
+    limit.set_limits(QueueLimits(max_length=1, overflow=Overflow.REJECT_PUBLISH))  # a policy
+    assert not limit.accepts_all and not limit.drops_per_message
 
 
 expirations = st.sampled_from([None, "", "0", "250", "1000", "abc", "-5"])
