@@ -29,11 +29,12 @@ holds, read at the moment of delivery. A leader paused past its lease may have
 been replaced, and a delivery then could repeat, unflagged, what the new leader
 redelivered and saw acked.
 
-Invariants: the high watermark never goes back; every move of it is
-released exactly once to the listener or returned to the shell; a `Release`
-carries a refusal whenever the in-sync set is smaller than `min-in-sync`
-(the publishes it passed are nacked: too few copies); a fenced gate stays
-fenced and tells its listener once (the shell closes soon after).
+Invariants: the high watermark never goes back; every move of it reaches
+the shell (returned from `persisted`, handed to the listener by `moved`), and
+applying a release again changes nothing; a `Release` carries a refusal
+whenever the in-sync set is smaller than `min-in-sync` (the publishes it
+passed are nacked: too few copies); a fenced gate stays fenced and tells its
+listener once (the shell closes soon after).
 """
 
 from __future__ import annotations
