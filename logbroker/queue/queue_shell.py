@@ -43,6 +43,7 @@ from logbroker.queue.effects import (
     Settle,
 )
 from logbroker.queue.flow_gate import FlowGate
+from logbroker.queue.held_acks import HeldAcks
 from logbroker.queue.held_messages import HeldMessages
 from logbroker.queue.message_meta import NO_EXPIRY
 from logbroker.queue.publisher_flow import PublisherFlow
@@ -64,9 +65,6 @@ from segments.record_batch import LogRecord, Record, RecordBatch
 
 __all__ = ["DeliverySink", "QueueSettings", "QueueShell", "ReplicaSetup"]
 logger = logging.getLogger(__name__)
-
-HELD_ACKS_MAX = 1_000_000  # beyond it an isolated leader's acks are dropped: redelivered
-
 
 DeadLetterCallback = Callable[["QueueShell", Message, DeadLetterReason], Awaitable[None]]
 ExpiredCallback = Callable[["QueueShell"], None]
@@ -110,7 +108,7 @@ class QueueShell:
         # Set for a replicated queue's leader: readiness and confirms wait for the
         # high watermark (replication_gate).
         self.replication: ReplicationGate | None = None
-        self._held_acks: list[int] = []  # acks taken while cut off from the controller
+        self._held_acks = HeldAcks()  # acks taken while cut off from the controller
         # Publishers wait while this queue's consumers catch up (publisher_flow).
         flow = settings.publisher_flow
         self.flow_gate = FlowGate(lambda: (self.core.message_count, self.core.consumer_count,
@@ -210,17 +208,14 @@ class QueueShell:
     def ack(self, offsets: Sequence[int]) -> None:
         gate = self.replication
         if gate is not None and not gate.settles:
-            # A fenced leader settles nothing (the new leader redelivers); an isolated
-            # one holds the acks until it knows whether it still leads.
-            if gate.fenced is None and len(self._held_acks) < HELD_ACKS_MAX:
-                self._held_acks.extend(offsets)
+            self._held_acks.hold(offsets, fenced=gate.fenced is not None)
             return
         self.counters.acked += len(offsets)
         self._run(self.core.ack(offsets))
         self.schedule_pump()
 
     def _apply_held_acks(self) -> None:
-        held, self._held_acks = self._held_acks, []
+        held = self._held_acks.take()
         if held and not self.closed:
             self.ack(held)
 

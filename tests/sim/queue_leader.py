@@ -8,14 +8,14 @@ high watermark held, and flagged too when released if they may have been
 delivered), here with small log segments. The `ReplicationGate` is
 used as is (`wrote`, `persisted`, `moved`, `acks_grew`, `fence`, `isolate` /
 `rejoin`), and so are `HeldMessages`, which makes written messages ready in
-the core only below the high watermark, and `WaitingConfirms`, which lets
-publishes go only once the high watermark passes them. Around them it
-mirrors the rest of `QueueShell`, synchronously: the gate's `Release`s
-applied as `AppendPipeline.release` does (held messages made ready, then the
-confirms the high watermark passed, nacked when the in-sync set was too
-small; the pipeline resolves futures, which need an event loop), acks dropped by a
-fenced leader but held (up to `HELD_ACKS_MAX`)
-by an isolated one and applied when it rejoins (`ack`, `_apply_held_acks`),
+the core only below the high watermark, `WaitingConfirms`, which lets
+publishes go only once the high watermark passes them, and `HeldAcks`, which
+keeps an isolated leader's acks until it rejoins. Around them it mirrors the
+rest of `QueueShell`, synchronously: the gate's `Release`s applied as
+`AppendPipeline.release` does (held messages made ready, then the confirms
+the high watermark passed, nacked when the in-sync set was too small; the
+pipeline resolves futures, which need an event loop), held acks applied when
+the leader rejoins (`ack`, `_apply_held_acks`),
 settles written to the cursor log by a group commit and then `acks_grew`, and
 retention deleting settled segments (`reclaim_settled`).
 
@@ -33,12 +33,12 @@ from typing import Protocol
 
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.effects import Deliver, Effect, Settle
+from logbroker.queue.held_acks import HeldAcks
 from logbroker.queue.held_messages import HeldMessages
 from logbroker.queue.message_meta import MessageMeta, MetaRun
 from logbroker.queue.queue_limits import QueueLimits
 from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
-from logbroker.queue.queue_shell import HELD_ACKS_MAX
 from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import Release
 from logbroker.queue.retention import Retention, SegmentSummary, reclaim_floor
@@ -101,7 +101,7 @@ class LeaderReplica:
         self._unsynced: list[_Pending] = []  # written, waiting for the log's fsync
         self._confirms: WaitingConfirms[_Pending] = WaitingConfirms()  # durable, wait for the hw
         self._settles: list[tuple[int, int]] = []
-        self._held_acks: list[int] = []  # acks taken while cut off from the controller
+        self._held_acks = HeldAcks()  # acks taken while cut off from the controller
         self._reported = self.log.log_start_offset  # committed offsets given to the checker
         self.changes = 0  # bumped on what wakes a long-polling fetch (gate.changes)
         self.gate.listener = self
@@ -216,17 +216,14 @@ class LeaderReplica:
     def ack(self, offsets: list[int]) -> None:
         gate = self.gate
         if not gate.settles:
-            # A fenced leader settles nothing (the new leader redelivers); an isolated
-            # one holds the acks until it knows whether it still leads.
-            if gate.fenced is None and len(self._held_acks) < HELD_ACKS_MAX:
-                self._held_acks.extend(offsets)
+            self._held_acks.hold(offsets, fenced=gate.fenced is not None)
             return
         self._run(self.core.ack(offsets))
         self.pump()
 
     def _apply_held_acks(self) -> None:
         """QueueShell._apply_held_acks (`gate.on_rejoin`)."""
-        held, self._held_acks = self._held_acks, []
+        held = self._held_acks.take()
         if held and not self.closed:
             self.hooks.stats["held_acks_applied"] += len(held)
             self.ack(held)
