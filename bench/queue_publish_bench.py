@@ -24,9 +24,9 @@ from pamqp import commands
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
 from logbroker.message import Message
+from logbroker.queue.fsync_policy import FsyncPolicy
 from logbroker.queue.queue_limits import QueueLimits
 from logbroker.queue.queue_shell import QueueSettings, QueueShell
-from segments.group_commit import FsyncPolicy
 from segments.memory_filesystem import MemoryFileSystem
 
 CONFIRM_WINDOW = 200  # appends in flight before the publisher waits for their confirms

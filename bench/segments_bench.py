@@ -11,6 +11,11 @@ goes to stderr). Every figure is measured in the same run, on the same disk:
 - recovery (`Log.open`) after an unclean stop of a child that built the log;
 - the RSS of a fresh child that opens the big log and reads three offsets.
 
+`--crc-copy-ab` runs only an A/B of the CRC computed while copying (the C encoder's
+`encode_batch`) against the `crc32c` package checksumming afterwards: log trials
+of `--append-mib` each, `--rounds` rounds alternating which side goes first,
+in one process (it switches `record_columns`' C batch encoder off and on).
+
 Hidden modes used for the child processes: `--build DIR MIB`, `--rss-probe DIR`.
 """
 
@@ -31,11 +36,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from logbroker.event_loop import EVENT_LOOPS, resolve_event_loop, run_on
+from logbroker.queue.fsync_policy import FsyncPolicy
+from logbroker.queue.group_commit import GroupCommitter
 from segments import record_columns
 from segments.filesystem import RealFileSystem
-from segments.group_commit import FsyncPolicy, GroupCommitter
 from segments.log import AppendResult, Log, LogConfig
-from segments.record_batch import Record, encode_batch
+from segments.record_batch import Record, encode_batch, encode_batch_parts
 
 RECORD_BYTES = 1024
 BATCH_RECORDS = 100
@@ -117,6 +123,82 @@ def _log_trial(directory: str, pool: list[list[Record]], count: int) -> tuple[fl
         log.close()
     shutil.rmtree(log_dir)
     return append_s, read_s, value_bytes
+
+
+def _set_crc_while_copying(enabled: bool) -> None:
+    """The A/B switch: the C encoder checksums while copying, or the `crc32c` package
+    checksums the payload afterwards (what compressed batches always do)."""
+    record_columns._c_encode_batch = _C_ENCODE_BATCH if enabled else None
+
+
+_C_ENCODE_BATCH = record_columns._c_encode_batch
+
+
+def _crc_ab_trial(directory: str, pool: list[list[Record]], count: int
+                  ) -> tuple[float, float, float, int]:
+    """(append wall s, append CPU s, read wall s, value bytes read) of one log trial."""
+    log_dir = os.path.join(directory, "crc-ab-trial")
+    log = Log.open(RealFileSystem(), log_dir)
+    try:
+        started, started_cpu = time.perf_counter(), time.process_time()
+        for i in range(count):
+            log.append(pool[i % len(pool)])
+        append_s, append_cpu_s = time.perf_counter() - started, time.process_time() - started_cpu
+        started = time.perf_counter()
+        value_bytes = _read_all(log)
+        read_s = time.perf_counter() - started
+    finally:
+        log.close()
+    shutil.rmtree(log_dir)
+    return append_s, append_cpu_s, read_s, value_bytes
+
+
+def _encode_cpu_s(pool: list[list[Record]], count: int) -> float:
+    """CPU seconds to encode `count` batches (no I/O): what the C CRC path changes."""
+    started = time.process_time()
+    for i in range(count):
+        encode_batch_parts(i * BATCH_RECORDS, pool[i % len(pool)])
+    return time.process_time() - started
+
+
+def bench_crc_copy_ab(directory: str, mib: float, rounds: int) -> dict[str, Any]:
+    """Log trials with the CRC computed while copying ("on") and without ("off"),
+    alternating which goes first each round. Reported: medians of append MB/s (wall
+    and per CPU second), read MB/s, encode µs per batch, the per-round gains of
+    "on" over "off" and how many rounds "on" won."""
+    pool = _batch_pool()
+    chunk = encode_batch(0, pool[0])
+    count = _batches_for(mib, len(chunk))
+    total_bytes = count * len(chunk)
+    figures: dict[str, dict[bool, list[float]]] = {
+        name: {True: [], False: []} for name in ("append", "append_cpu", "read", "encode_us")}
+    for round_number in range(rounds):
+        for enabled in (True, False) if round_number % 2 == 0 else (False, True):
+            _set_crc_while_copying(enabled)
+            os.sync()
+            append_s, append_cpu_s, read_s, value_bytes = _crc_ab_trial(directory, pool, count)
+            figures["append"][enabled].append(total_bytes / append_s / MB)
+            figures["append_cpu"][enabled].append(total_bytes / append_cpu_s / MB)
+            figures["read"][enabled].append(value_bytes / read_s / MB)
+            figures["encode_us"][enabled].append(_encode_cpu_s(pool, count) / count * 1e6)
+        _set_crc_while_copying(True)
+        _say(f"crc-copy round {round_number + 1}/{rounds}: append on "
+             f"{figures['append'][True][-1]:.0f} off {figures['append'][False][-1]:.0f} MB/s, "
+             f"encode on {figures['encode_us'][True][-1]:.2f} "
+             f"off {figures['encode_us'][False][-1]:.2f} µs")
+    result: dict[str, Any] = {"crc_ab_rounds": rounds, "crc_ab_trial_bytes": total_bytes}
+    for name, by_mode in figures.items():
+        on, off = by_mode[True], by_mode[False]
+        # For times (µs) lower is better: the gain is off/on - 1 either way.
+        gains = ([b / a - 1 for a, b in zip(on, off, strict=True)] if name == "encode_us"
+                 else [a / b - 1 for a, b in zip(on, off, strict=True)])
+        result[f"crc_ab_{name}_on"] = round(_median(on), 2)
+        result[f"crc_ab_{name}_off"] = round(_median(off), 2)
+        result[f"crc_ab_{name}_gain_median"] = round(_median(gains), 4)
+        result[f"crc_ab_{name}_gain_quartiles"] = [
+            round(q, 4) for q in statistics.quantiles(gains, n=4)] if len(gains) > 1 else []
+        result[f"crc_ab_{name}_on_won"] = sum(gain > 0 for gain in gains)
+    return result
 
 
 def bench_append(directory: str, mib: float, rounds: int) -> dict[str, Any]:
@@ -323,6 +405,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
                         help="the group commit's loop (default: as logbroker serve)")
+    parser.add_argument("--crc-copy-ab", action="store_true",
+                        help="only the A/B of the CRC computed while copying")
     parser.add_argument("--build", nargs=2, metavar=("DIR", "MIB"), help=argparse.SUPPRESS)
     parser.add_argument("--rss-probe", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -379,6 +463,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0  # not reached: build_log exits the process
     if args.rss_probe:
         rss_probe(args.rss_probe)
+        return 0
+    if args.crc_copy_ab:
+        workdir = tempfile.mkdtemp(prefix="segments-bench-", dir=args.dir)
+        try:
+            ab = bench_crc_copy_ab(workdir, args.append_mib, args.rounds)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        print(json.dumps({"bench": "segments-crc-copy-ab", **ab}), flush=True)
         return 0
     result = run(args)
     print(json.dumps(result), flush=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from logbroker.queue.fsync_policy import FsyncPolicy
 from logbroker.queue.publisher_flow import FlowLimits
-from segments.group_commit import FsyncPolicy
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,8 @@ class BrokerConfig:
     loopback_users: tuple[str, ...] = ("guest",)
     fsync_policy: FsyncPolicy = field(default_factory=FsyncPolicy)
     max_message_bytes: int = 128 * 1024 * 1024
+    # Client connections this node accepts (RabbitMQ's connection_max); 0: no limit.
+    max_connections: int = 0
     # None: 40% of the machine's RAM (RabbitMQ's vm_memory_high_watermark).
     memory_high_watermark_bytes: int | None = None
     disk_free_limit_bytes: int = 50_000_000

@@ -9,12 +9,13 @@ simulation tests can drive storage deterministically from a seed.
 The interface is deliberately small and append-oriented: files are only
 appended to, truncated, read at a position, and synced. Anything that must be
 replaced as a whole is written to a new file and renamed over the old one
-(`write_file_atomically`).
+(`write_file_atomically`). What a handle does beyond that to make appends
+cheaper on a real disk (reserving blocks, zeros ahead of the data) is the real
+handle's own business (`real_file_handle`), invisible through the protocol.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
@@ -22,8 +23,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from segments.errors import DataDirLockedError
-from segments.space_reservation import reservation_supported, reserve, reserve_ahead_bytes
-from segments.zero_fill import fill_end, write_zeros
+from segments.real_file_handle import RealFileHandle
 
 
 class FileHandle(Protocol):
@@ -49,18 +49,8 @@ class FileHandle(Protocol):
         ...
 
     def truncate(self, size: int) -> None:
-        """Cut the file to `size` bytes (unsynced until `sync`)."""
-        ...
-
-    def release_space(self) -> None:
-        """Give back disk space held beyond the end for appends (a sealed segment),
-        zeros written by `fill_ahead` included."""
-        ...
-
-    def fill_ahead(self, end_max: int) -> None:
-        """When few are left, write zeros ahead of the end for appends to overwrite,
-        never past `end_max` (see `zero_fill`); `size` does not change. Only a
-        file's single writer may fill."""
+        """Cut the file to `size` bytes (unsynced until `sync`), and give back any
+        space held past them (a handle may keep some ahead of its appends)."""
         ...
 
     def sync(self) -> None:
@@ -115,141 +105,6 @@ def write_file_atomically(fs: FileSystem, path: str, data: bytes) -> None:
         handle.close()
     fs.rename(temporary_path, path)
     fs.sync_dir(os.path.dirname(path) or ".")
-
-
-_IOV_MAX = 1024
-_LEFTOVER_SLACK_BYTES = 64 << 10
-
-
-class RealFileHandle:
-    """A file descriptor opened O_APPEND; reads use pread so they never move the write end.
-
-    A growing file gets disk blocks reserved ahead of its end (see
-    `space_reservation`); `_reserved_end` is where that reservation stops.
-    Once the handle has filled zeros ahead of the end (`fill_ahead`, see
-    `zero_fill`), the file is longer than the data: `_size` is the data's end,
-    `_filled_end` the file's, and appends write at `_size` with `pwritev`
-    (O_APPEND is cleared, since Linux would append a pwrite at the file's end).
-    """
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        status = os.fstat(self._fd)
-        self._size = status.st_size
-        self._reserving = reservation_supported()
-        self._reserved_end = self._size
-        self._filled_end = self._size
-        self._positional = False  # True once O_APPEND is off (see fill_ahead)
-        # Far more blocks than the data needs (beyond the last partial block and
-        # extent-tree blocks): a process that died while holding a reservation; the
-        # first `release_space` gives them back.
-        self._leftover_reservation = status.st_blocks * 512 > self._size + _LEFTOVER_SLACK_BYTES
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    def size(self) -> int:
-        return self._size
-
-    def append(self, data: bytes) -> None:
-        self.append_parts((data,))
-
-    def append_parts(self, parts: Sequence[bytes]) -> None:
-        total = sum(map(len, parts))
-        end = self._size + total
-        if end > self._reserved_end and end > self._filled_end and self._reserving:
-            self._reserve(end)
-        try:
-            if len(parts) > _IOV_MAX:
-                written = 0
-            elif self._positional:
-                written = os.pwritev(self._fd, parts, self._size)
-            else:
-                written = os.writev(self._fd, parts)
-            if written != total:
-                self._write_rest(parts, written)
-        except BaseException:
-            # After a short write or an error the size must be read back. Bytes
-            # written into filled zeros are past `_size` and count for nothing.
-            if not self._positional:
-                self._size = os.fstat(self._fd).st_size
-            raise
-        self._size = end
-        if end > self._filled_end:
-            self._filled_end = end
-
-    def _write_rest(self, parts: Sequence[bytes], written: int) -> None:
-        """Finish a short or oversized write, part by part."""
-        pending = [memoryview(part) for part in parts if part]
-        position = self._size + written
-        while pending:
-            while pending and written >= len(pending[0]):
-                written -= len(pending[0])
-                pending.pop(0)
-            if pending:
-                pending[0] = pending[0][written:]
-                if self._positional:
-                    written = os.pwritev(self._fd, pending[:_IOV_MAX], position)
-                else:
-                    written = os.writev(self._fd, pending[:_IOV_MAX])
-                position += written
-
-    def fill_ahead(self, end_max: int) -> None:
-        end = fill_end(self._size, self._filled_end, end_max)
-        if end is None:
-            return
-        if not self._positional:
-            flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
-            fcntl.fcntl(self._fd, fcntl.F_SETFL, flags & ~os.O_APPEND)
-            self._positional = True
-        self._filled_end = write_zeros(self._fd, max(self._filled_end, self._size), end)
-
-    def _reserve(self, needed_end: int) -> None:
-        ahead = reserve_ahead_bytes(self._size)
-        if not ahead:
-            return
-        start = max(self._reserved_end, self._size)
-        outcome = reserve(self._fd, start, needed_end + ahead - start)
-        if outcome is None:
-            self._reserving = False
-        elif outcome:
-            self._reserved_end = needed_end + ahead
-
-    def read_at(self, position: int, length: int) -> bytes:
-        return os.pread(self._fd, length, position)
-
-    def truncate(self, size: int) -> None:
-        # Also frees blocks reserved past the end (truncating to the same size, too).
-        os.ftruncate(self._fd, size)
-        self._size = size
-        self._reserved_end = size
-        self._filled_end = size
-        self._leftover_reservation = False
-
-    def release_space(self) -> None:
-        if self._filled_end > self._size:
-            # Zeros past the data are this handle's own (only the writer fills).
-            self.truncate(self._size)
-        elif self._reserved_end > self._size or self._leftover_reservation:
-            # The file's own size, not ours: should another handle have appended,
-            # cutting to a stale size would lose its data.
-            self.truncate(os.fstat(self._fd).st_size)
-
-    def sync(self) -> None:
-        # fdatasync also flushes the file size, which is all the metadata an
-        # append-only file needs to read its data back; it skips mtime updates.
-        os.fdatasync(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            try:
-                with contextlib.suppress(OSError):  # only space, never data, is at stake
-                    self.release_space()
-            finally:
-                os.close(self._fd)
-                self._fd = -1
 
 
 class RealDirectoryLock:

@@ -17,6 +17,10 @@ If a scanned segment that is not the last ends early (a crash lost unsynced
 data), the log is cut there and the newer segments are dropped: offsets stay
 dense.
 
+The segments are held by a `SegmentChain` (segment_chain.py), which also does
+the surgery of both kinds of shortening and keeps track of which segments are
+loaded and which wait for a sync; the log decides when to roll, sync and cut.
+
 Invariants:
 - segments are contiguous: each one's base offset is the previous one's next offset;
 - `log_start_offset` = first segment's base, `next_offset` = active segment's next;
@@ -26,13 +30,12 @@ Invariants:
 - a failed write (ENOSPC, EIO) leaves the log exactly as it was before the call.
 
 The log is not thread-safe: one owner (an event loop) calls it; only `sync`
-may run on another thread while the owner waits (see GroupCommitter).
+may run on another thread while the owner waits (see
+`logbroker.queue.group_commit`).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections import OrderedDict
 from collections.abc import Sequence
 
 from segments.errors import (
@@ -46,7 +49,6 @@ from segments.filesystem import DirectoryLock, FileSystem
 from segments.group_encoding import encode_groups
 from segments.log_config import AppendResult, LogConfig, RecoveryReport
 from segments.log_recovery import recover_segments
-from segments.log_shortening import LogShortening, delete_detached
 from segments.record_batch import (
     EncodedBatch,
     LogRecord,
@@ -55,28 +57,31 @@ from segments.record_batch import (
     encode_batch_parts,
 )
 from segments.segment import Segment
+from segments.segment_chain import SegmentChain, delete_detached
 from segments.sync_point import SegmentsSyncPoint
 
 # The configuration and result types live in log_config; callers import them from here.
 __all__ = ["AppendResult", "Log", "LogConfig", "RecoveryReport", "delete_detached"]
 
 
-class Log(LogShortening):
+class Log:
+    """See the module docstring. The segments themselves, and the surgery that
+    shortens the log, are its `SegmentChain`'s; the log decides when."""
+
     def __init__(
-        self, fs: FileSystem, directory: str, config: LogConfig, lock: DirectoryLock
+        self, fs: FileSystem, directory: str, config: LogConfig, lock: DirectoryLock,
+        segments: list[Segment], recovery: RecoveryReport,
     ) -> None:
         self.fs = fs
         self.directory = directory
         self.config = config
         self._lock: DirectoryLock | None = lock
-        self._segments: list[Segment] = []
-        self._bases: list[int] = []
-        self._open_sealed: OrderedDict[int, Segment] = OrderedDict()
-        self._unconfirmed: list[Segment] = []
+        self._chain = SegmentChain(fs, directory, config.index_interval_bytes,
+                                   config.open_sealed_segments_max, segments)
         # The directory changed (a segment was created or removed) since its last sync
         # when these differ; counted, so a sync cannot miss a change made during it.
         self._directory_changes = self._directory_synced = 0
-        self.recovery = RecoveryReport(0, 0, 0)
+        self.recovery = recovery
 
     @classmethod
     def open(
@@ -88,50 +93,38 @@ class Log(LogShortening):
     ) -> Log:
         """Open or create the log in `directory`, recovering the active segment."""
         fs.makedirs(directory)
+        config = config or LogConfig()
         lock = fs.lock_dir(directory)
-        log = cls(fs, directory, config or LogConfig(), lock)
         try:
-            log._load(initial_offset)
+            segments, recovery = recover_segments(
+                fs, directory, initial_offset, config.index_interval_bytes)
         except BaseException:
             lock.release()
             raise
-        return log
-
-    def _load(self, initial_offset: int) -> None:
-        segments, self.recovery = recover_segments(
-            self.fs, self.directory, initial_offset, self.config.index_interval_bytes)
-        for segment in segments:
-            self._add_segment(segment)
-
-    def _add_segment(self, segment: Segment) -> None:
-        self._segments.append(segment)
-        self._bases.append(segment.base_offset)
+        return cls(fs, directory, config, lock, segments, recovery)
 
     # ------------------------------------------------------------- properties
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        return self._chain.first.base_offset
 
     @property
     def next_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self._chain.active.next_offset
 
     @property
     def size_bytes(self) -> int:
-        return sum(segment.size for segment in self._segments)
+        return sum(segment.size for segment in self._chain.all())
 
     @property
     def segment_count(self) -> int:
-        return len(self._segments)
-
-    def segment_base_offsets(self) -> list[int]:
-        return list(self._bases)
+        return len(self._chain)
 
     def segment_summaries(self) -> list[tuple[int, int, int, int | None]]:
         """(base offset, next offset, bytes, newest timestamp) of every segment, oldest first."""
         return [(s.base_offset, s.next_offset, s.size, s.max_timestamp_ms)
-                for s in self._segments]
+                for s in self._chain.all()]
 
     @property
     def closed(self) -> bool:
@@ -144,7 +137,7 @@ class Log(LogShortening):
     # ----------------------------------------------------------------- appends
 
     def append(self, records: Sequence[Record], now_ms: int | None = None) -> AppendResult:
-        """Append `records` as one batch; durable only after `sync` (see GroupCommitter)."""
+        """Append `records` as one batch; durable only after `sync`."""
         if not records:
             return self.append_group([records], now_ms)[0]
         self._check_open()
@@ -174,7 +167,7 @@ class Log(LogShortening):
             size = sum(batch.size for batch in batches)
             latest_ms = max(batch.max_timestamp_ms for batch in batches)
         self._maybe_roll(size, now_ms if now_ms is not None else latest_ms)
-        self._segments[-1].append_encoded(batches)
+        self._chain.active.append_encoded(batches)
 
     def append_raw_batch(self, data: bytes) -> AppendResult:
         """Append a batch encoded elsewhere (a replica copying its leader), validated first."""
@@ -185,11 +178,11 @@ class Log(LogShortening):
         self._maybe_roll(batch.size, batch.max_timestamp_ms)
         encoded = EncodedBatch(data, b"", batch.base_offset, batch.record_count,
                                batch.first_timestamp_ms, batch.max_timestamp_ms, len(data))
-        self._segments[-1].append_encoded([encoded])
+        self._chain.active.append_encoded([encoded])
         return AppendResult(batch.base_offset, batch.next_offset)
 
     def _maybe_roll(self, incoming_bytes: int, now_ms: int) -> None:
-        active = self._segments[-1]
+        active = self._chain.active
         if active.size == 0:
             return
         too_big = active.size + incoming_bytes > self.config.segment_bytes_max
@@ -204,54 +197,36 @@ class Log(LogShortening):
     def roll(self) -> None:
         """Seal the active segment and start a new one at `next_offset` (no-op if empty)."""
         self._check_open()
-        active = self._segments[-1]
+        active = self._chain.active
         if active.size == 0:
             return
         active.seal()
-        self._unconfirmed.append(active)
-        interval = self.config.index_interval_bytes
-        self._add_segment(Segment.create(self.fs, self.directory, active.next_offset, interval))
+        self._chain.rolled(active)
+        self._chain.start_segment(active.next_offset)
         self._directory_changes += 1
 
-    @property
-    def has_unconfirmed_seals(self) -> bool:
-        """Rolled segments wait for a `sync`; a committer that rarely syncs should soon."""
-        return bool(self._unconfirmed)
-
     def wants_sync(self) -> bool:
-        """GroupAppendable: a rolled segment waits for a sync to be confirmed."""
-        return self.has_unconfirmed_seals
+        """GroupAppendable: rolled segments wait for a `sync` to be confirmed; a
+        committer that rarely syncs should sync soon."""
+        return bool(self._chain.unconfirmed())
 
     def sync(self) -> None:
-        """Make everything appended so far durable (rolled segments first).
-
-        No zeros are filled ahead here: this is the sync of a close, a truncation
-        or an interval, not one that confirms appends waiting for it."""
-        point = self.sync_point(fill_ahead=False)
+        """Make everything appended so far durable (rolled segments first)."""
+        point = self.sync_point()
         point.run()
         point.finish()
 
-    def sync_point(self, fill_ahead: bool = True) -> SegmentsSyncPoint:
-        """A sync of everything appended so far whose `run` may overlap later appends.
-
-        With `fill_ahead` (a group committer's sync, which appends wait for), the
-        active segment gets zeros ahead first when it runs short of them, so this
-        sync commits the longer file and the ones after it flush data only.
-        """
+    def sync_point(self) -> SegmentsSyncPoint:
+        """A sync of everything appended so far whose `run` may overlap later appends."""
         self._check_open()
-        if fill_ahead:
-            self._segments[-1].fill_ahead(self.config.segment_bytes_max)
         changes = self._directory_changes
 
         def finish(point: SegmentsSyncPoint) -> None:
-            for segment in point.sealed:
-                if segment in self._unconfirmed:
-                    self._unconfirmed.remove(segment)
-                    self._remember_sealed(segment)
+            self._chain.confirmed(point.sealed)
             self._directory_synced = max(self._directory_synced, changes)
 
         directory = self.directory if changes != self._directory_synced else None
-        return SegmentsSyncPoint(self.fs, list(self._unconfirmed), self._segments[-1],
+        return SegmentsSyncPoint(self.fs, self._chain.unconfirmed(), self._chain.active,
                                  directory, finish)
 
     # ------------------------------------------------------------------- reads
@@ -272,9 +247,9 @@ class Log(LogShortening):
         self._check_readable(offset)
         batches: list[RecordBatch] = []
         total = 0
-        slot = bisect_right(self._bases, offset) - 1
-        while offset < self.next_offset and total < max_bytes and slot < len(self._segments):
-            segment = self._use(slot)
+        slot = self._chain.slot_of(offset)
+        while offset < self.next_offset and total < max_bytes and slot < len(self._chain):
+            segment = self._chain.use(slot)
             if offset < segment.next_offset:
                 try:
                     found = segment.read_batches(offset, max_bytes - total)
@@ -303,34 +278,11 @@ class Log(LogShortening):
     def offset_for_timestamp(self, timestamp_ms: int) -> int:
         """The first offset whose record timestamp is >= `timestamp_ms` (else `next_offset`)."""
         self._check_open()
-        for slot in range(len(self._segments)):
-            found = self._use(slot).offset_for_timestamp(timestamp_ms)
+        for slot in range(len(self._chain)):
+            found = self._chain.use(slot).offset_for_timestamp(timestamp_ms)
             if found is not None:
                 return found
         return self.next_offset
-
-    def _use(self, slot: int) -> Segment:
-        segment = self._segments[slot]
-        if slot != len(self._segments) - 1:
-            self._remember_sealed(segment)
-        return segment
-
-    def _remember_sealed(self, segment: Segment) -> None:
-        """Keep a bounded number of sealed segments' handles and indexes loaded.
-
-        A rolled segment not yet confirmed is never evicted: a sync point running on
-        the fsync thread may be syncing its handle and writing its indexes.
-        """
-        self._open_sealed[segment.base_offset] = segment
-        self._open_sealed.move_to_end(segment.base_offset)
-        while len(self._open_sealed) > self.config.open_sealed_segments_max:
-            base = next((base for base, kept in self._open_sealed.items()
-                         if kept not in self._unconfirmed), None)
-            if base is None:
-                break  # all waiting for their sync: over the bound until it finishes
-            evicted = self._open_sealed.pop(base)
-            evicted.close()
-            evicted.release_indexes()
 
     # ---------------------------------------------------------------- closing
 
@@ -341,8 +293,52 @@ class Log(LogShortening):
         try:
             self.sync()
         finally:
-            for segment in self._segments:
-                segment.close()
-            self._open_sealed.clear()
+            self._chain.close()
             self._lock.release()
             self._lock = None
+
+    # ------------------------------------------------------------- shortening
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every record at or past `offset` (a replica dropping a divergent tail).
+
+        Afterwards everything kept is durable, so a replica can report its end.
+        """
+        self._check_open()
+        if not self.log_start_offset <= offset <= self.next_offset:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.next_offset)
+        if offset < self.next_offset:
+            self._chain.cut_back_to(offset)
+            self._directory_changes += 1
+        self.sync()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and make `offset` its start (a replica far behind its leader)."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError("offsets are never negative")
+        self._chain.restart_at(offset)
+        self.fs.sync_dir(self.directory)
+
+    def delete_before(self, offset: int) -> int:
+        """Delete whole segments whose records are all below `offset`; return how many.
+
+        If the active segment is entirely below `offset` it is rolled first, so an
+        idle, fully consumed queue gives its space back.
+        """
+        detached = self.detach_before(offset)
+        delete_detached(self.fs, self.directory, detached)
+        return len(detached)
+
+    def detach_before(self, offset: int) -> list[Segment]:
+        """Take whole segments below `offset` out of the log without deleting their files.
+
+        Unlinking large files can take milliseconds; an owner on an event loop
+        detaches here and calls `delete_detached` on another thread. Until then a
+        crash merely brings the detached segments back on the next open.
+        """
+        self._check_open()
+        active = self._chain.active
+        if active.size and active.next_offset <= offset:
+            self.roll()
+        return self._chain.detach_front(offset)

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from segments.memory_inode import Inode
-from segments.zero_fill import fill_end
 
 if TYPE_CHECKING:
     from segments.memory_filesystem import MemoryFileSystem
@@ -50,9 +49,6 @@ class MemoryFileHandle:
         # A crash bumps the file system's epoch, which closes every older handle.
         self._epoch = fs._epoch
         self._closed = False
-        # The end of the data while this handle's filled zeros follow it (see
-        # `zero_fill`); None while the data runs to the end of the file.
-        self._data_end: int | None = None
 
     @property
     def path(self) -> str:
@@ -69,19 +65,11 @@ class MemoryFileHandle:
 
     @serialised
     def size(self) -> int:
-        inode = self._live()
-        return len(inode.current) if self._data_end is None else self._data_end
+        return len(self._live().current)
 
     @serialised
     def append(self, data: bytes) -> None:
-        inode = self._live()
-        if self._data_end is None:
-            self._fs._append(inode, self._path, data)
-            return
-        self._fs._write_at(inode, self._path, self._data_end, data)
-        self._data_end += len(data)
-        if self._data_end >= len(inode.current):
-            self._data_end = None
+        self._fs._append(self._live(), self._path, data)
 
     @serialised
     def append_parts(self, parts: Sequence[bytes]) -> None:
@@ -98,29 +86,6 @@ class MemoryFileHandle:
     @serialised
     def truncate(self, size: int) -> None:
         self._fs._truncate(self._live(), self._path, size)
-        self._data_end = None
-
-    @serialised
-    def release_space(self) -> None:
-        """Cut filled zeros off; blocks are not reserved in memory."""
-        if self._data_end is not None:
-            self.truncate(self._data_end)
-
-    @serialised
-    def fill_ahead(self, end_max: int) -> None:
-        inode = self._live()
-        data_end = len(inode.current) if self._data_end is None else self._data_end
-        end = fill_end(data_end, len(inode.current), end_max)
-        if end is None:
-            return
-        self._data_end = data_end
-        try:
-            self._fs._append(inode, self._path, bytes(end - len(inode.current)))
-        except OSError as error:
-            if error.errno != errno.ENOSPC:
-                raise
-        if self._data_end >= len(inode.current):
-            self._data_end = None
 
     @serialised
     def sync(self) -> None:
@@ -130,8 +95,6 @@ class MemoryFileHandle:
 
     @serialised
     def close(self) -> None:
-        if not self._closed and self._epoch == self._fs._epoch:
-            self.release_space()  # as a real handle does
         self._closed = True
 
 

@@ -5,9 +5,8 @@ that reads see, and as the *durable* view that survives a crash. The gap
 between the two is an ordered list of pending operations.
 
 * A file (inode) has durable content plus pending content operations: appends
-  (bytes), truncations (a size) and writes over zeros a handle filled ahead
-  of its data (a position and bytes, see `zero_fill`). `handle.sync()` replays
-  them onto the durable content. Invariant: durable content + every pending op == current.
+  (bytes) and truncations (a size). `handle.sync()` replays them onto the
+  durable content. Invariant: durable content + every pending op == current.
 * A directory has a durable name->inode mapping plus pending namespace
   operations (create, remove, rename). `sync_dir` commits them. Invariant:
   durable mapping + every pending op == current mapping.
@@ -238,21 +237,6 @@ class MemoryFileSystem:
             if inode.linked:
                 self._used += len(written)
         if len(written) < len(data):
-            raise error_of(OSError, errno.ENOSPC, path)
-
-    def _write_at(self, inode: Inode, path: str, position: int, data: bytes) -> None:
-        """Write over the file from `position` (at most its end), growing it if need be."""
-        before = len(inode.current)
-        growth = max(0, position + len(data) - before)
-        room = self._room(inode)
-        cut = 0 if room is None else max(0, growth - room)
-        written = bytes(data[: len(data) - cut])
-        if written:
-            apply_content(inode.current, (position, written))
-            inode.pending.append((position, written))
-            if inode.linked:
-                self._used += len(inode.current) - before
-        if cut:
             raise error_of(OSError, errno.ENOSPC, path)
 
     def _truncate(self, inode: Inode, path: str, size: int) -> None:

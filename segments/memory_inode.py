@@ -10,17 +10,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-# An append (the bytes written), a truncation (the new size), or a write at a
-# position inside or at the end of the file (position, bytes).
-ContentOp = bytes | int | tuple[int, bytes]
+# An append (the bytes written) or a truncation (the new size).
+ContentOp = bytes | int
 
 
 def apply_content(buffer: bytearray, op: ContentOp) -> None:
     if isinstance(op, bytes):
         buffer += op
-    elif isinstance(op, tuple):
-        position, data = op
-        buffer[position : position + len(data)] = data
     elif op <= len(buffer):
         del buffer[op:]
     else:
@@ -31,8 +27,6 @@ def _torn(op: ContentOp, rng: random.Random) -> ContentOp:
     """The part of a write that reached the disk before the power went."""
     if isinstance(op, bytes) and op:
         return op[: rng.randrange(len(op))]
-    if isinstance(op, tuple) and op[1]:
-        return op[0], op[1][: rng.randrange(len(op[1]))]
     return op
 
 

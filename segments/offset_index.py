@@ -48,12 +48,6 @@ class OffsetIndex:
             return 0, 0
         return self.relative_offsets[slot], self.positions[slot]
 
-    def truncate_to_position(self, position: int) -> None:
-        """Drop entries that point at or past `position`."""
-        keep = bisect_right(self.positions, position - 1)
-        del self.relative_offsets[keep:]
-        del self.positions[keep:]
-
     def to_bytes(self) -> bytes:
         interleaved = array("I", bytes(8 * len(self)))
         interleaved[0::2] = self.relative_offsets

@@ -66,21 +66,6 @@ class RangeSet:
         self._count += added
         return True
 
-    def add_offset(self, offset: int) -> bool:
-        return self.add(offset, offset + 1)
-
-    def remove_below(self, offset: int) -> None:
-        """Drop every offset `< offset` (e.g. after retention deleted them)."""
-        _check_offset(offset)
-        keep_from = bisect_right(self._his, offset)
-        removed = sum(self._his[i] - self._los[i] for i in range(keep_from))
-        del self._los[:keep_from]
-        del self._his[:keep_from]
-        if self._los and self._los[0] < offset:
-            removed += offset - self._los[0]
-            self._los[0] = offset
-        self._count -= removed
-
     def remove_from(self, offset: int) -> None:
         """Drop every offset `>= offset` (e.g. acks for records a crash took back)."""
         _check_offset(offset)
@@ -134,14 +119,6 @@ class RangeSet:
         if self._los and self._los[0] == 0:
             return self._his[0]
         return 0
-
-    def first_missing_at_or_after(self, offset: int) -> int:
-        _check_offset(offset)
-        index = bisect_right(self._los, offset) - 1
-        if index >= 0 and offset < self._his[index]:
-            # Non-adjacency guarantees the end of a range is itself missing.
-            return self._his[index]
-        return offset
 
     def missing_in(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """The gaps of `[lo, hi)`: the offsets in it not in the set, as ranges."""

@@ -178,19 +178,15 @@ class Segment:
                              batch.first_timestamp_ms, batch.max_timestamp_ms, size)
             position += size
 
-    def fill_ahead(self, size_max: int) -> None:
-        """Zeros ahead of the data for later appends to overwrite, so the syncs that
-        follow flush data only (see `zero_fill`); never past `size_max`."""
-        self.handle().fill_ahead(size_max)
-
     def sync(self) -> None:
         self.handle().sync()
 
     def seal(self) -> None:
         """The segment stops being active: its time index gets its closing sentinel,
-        and disk space reserved for its appends goes back."""
+        and its file is cut to its data (a real handle keeps space ahead of its
+        appends, see `real_file_handle`; a sealed file must end where its data does)."""
         if self._handle is not None:
-            self._handle.release_space()
+            self._handle.truncate(self.size)
         _, time_index = self.indexes()
         if self.max_timestamp_ms is not None:
             time_index.append(self.max_timestamp_ms, self.next_offset - self.base_offset)

@@ -51,14 +51,6 @@ class TimeIndex:
     def max_timestamp_ms(self) -> int | None:
         return self.timestamps_ms[-1] if self.timestamps_ms else None
 
-    def truncate_to_offset(self, relative_offset: int) -> None:
-        """Drop entries that describe records at or past `relative_offset`."""
-        keep = 0
-        while keep < len(self) and self.relative_offsets[keep] <= relative_offset:
-            keep += 1
-        del self.timestamps_ms[keep:]
-        del self.relative_offsets[keep:]
-
     def to_bytes(self) -> bytes:
         return b"".join(
             ENTRY.pack(ts, rel)

@@ -9,15 +9,18 @@ fdatasync has to keep, so it only flushes the data: on this project's VM a
 overwrites (docs/benchmarks.md). It is the trick PostgreSQL plays with its
 zero-filled WAL segments.
 
-How: a log's active segment is filled a stretch ahead of its data when a group
-committer takes a sync point (`Log.sync_point`, `Segment.fill_ahead`), so the
-stretch's new size is committed by that sync and the appends after it land on
-zeros (filling on the loop; a filler thread was tried and lost to the GIL, see
-docs/benchmarks.md). Appends then write at the
-end of the data (`pwritev` at a position) rather than at the end of the file.
-The zeros are never data: every reader stops at the segment's size, sealing
-and closing cut them off, and recovery after a crash cuts them like any tail
-that is not a valid batch (a zero prefix is an implausible batch size).
+How: the real file handle (`real_file_handle`) fills on its own, inside an
+append, once few zeros are left ahead of the data and the file was synced
+since its previous fill (a group-committed log is synced after every group;
+a file nobody syncs gets no zeros). The stretch's new size is committed by
+the next sync and the appends after it land on zeros, written at the end of
+the data (`pwritev` at a position) rather than at the end of the file
+(filling on the appender's thread: a filler thread was tried and lost to the
+GIL, see docs/benchmarks.md). The zeros are never data: every reader stops at
+the data's end, sealing a segment and closing a handle cut them off, and
+recovery after a crash cuts them like any tail that is not a valid batch (a
+zero prefix is an implausible batch size). The handle does not know where its
+segment will roll, so one stretch may pass that point; the seal cuts it.
 
 Filling is an optimisation, never a condition for a write: a full disk stops
 it quietly and the appends that follow extend the file as before.
@@ -40,17 +43,16 @@ _ZEROS = memoryview(bytes(256 << 10))
 _OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
-def fill_end(data_end: int, filled_end: int, end_max: int) -> int | None:
+def fill_end(data_end: int, filled_end: int) -> int | None:
     """Where to fill up to for data ending at `data_end`, or None if no fill is due.
 
     `filled_end` is where zeros already reach. A fill is due once less than half
-    of the wanted stretch is left; nothing is filled past `end_max` (the size at
-    which the segment rolls).
+    of the wanted stretch is left, and worth it only if it adds FILL_MIN_BYTES.
     """
     ahead = min(FILL_AHEAD_BYTES, data_end // 4)
     if ahead < FILL_MIN_BYTES or filled_end - data_end >= ahead // 2:
         return None
-    end = min(data_end + ahead, end_max)
+    end = data_end + ahead
     return end if end - max(filled_end, data_end) >= FILL_MIN_BYTES else None
 
 

@@ -41,6 +41,7 @@ from logbroker.cluster.cluster_membership import ClusterMembership
 from logbroker.cluster.cluster_rpc import INTERNAL_ERROR, ClusterRpc
 from logbroker.cluster.cluster_settings import ClusterSettings
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.forwarding_port import ForwardingPort
 from logbroker.cluster.leader_lease import LeaderLease, quorum_heard_ms
 from logbroker.cluster.liveness import LivenessTracker, NodeAddress
 from logbroker.cluster.queue_failover import QueueFailover
@@ -98,13 +99,16 @@ class ClusterNode:
         self.transport = ClusterTransport(
             settings.node_name, settings.secret, host=settings.bind_host,
             port=settings.cluster_port, on_frame=self.rpc.on_frame,
-            on_peer_change=self._peer_changed, rng=self.rng)
+            on_peer_change=self._peer_changed, rng=self.rng, tls=settings.link_tls)
         self._driver: RaftDriver | None = None
         self._broker: Broker | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
         self._heartbeat: asyncio.Future[None] | None = None
         self.membership = ClusterMembership(self)
-        self.remote_queues = RemoteQueueRegistry(self)
+        self.remote_queues = RemoteQueueRegistry(ForwardingPort(
+            settings.node_name, self.rpc, lambda: self.metadata.state,
+            self.transport.is_connected, lambda: self.driver.applied_index,
+            settings.proposal_timeout_s))
         self.queue_host = QueueHost(self)
         self.followers = QueueFollowers(self)
         self.feed = ReplicaFeed(self)
@@ -469,7 +473,7 @@ class ClusterNode:
         logger.info("cluster node %s: leader lease restored", self.node_name)
         self.lease.restore(now_ms)
         for shell in self.broker.all_queues():
-            if shell.replication is not None:
+            if shell.capabilities().replicated:
                 shell.schedule_pump()  # what waited for the lease
 
     def _check_liveness(self) -> None:

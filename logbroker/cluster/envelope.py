@@ -88,11 +88,15 @@ def decode_envelope(data: bytes | memoryview, start: int = 0) -> Envelope:
 
 def _dump_header(header: dict[str, Any]) -> bytes:
     # orjson: the standard encoder with `separators` builds an encoder per call, about
-    # 10 µs more per envelope. What orjson refuses (a lone surrogate from a REST name,
-    # an integer beyond 64 bits) goes the standard way, which `_load_header` reads.
+    # 10 µs more per envelope. A lone surrogate (from a REST name), which orjson refuses,
+    # goes the standard way, whose escape only the standard decoder takes back
+    # (`_load_header`). An integer beyond 64 bits would come back from orjson as a float:
+    # no header carries one (offsets, epochs and counts fit), so it is refused here.
     try:
         return orjson.dumps(header, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError:
+    except TypeError as error:
+        if "64-bit" in str(error):
+            raise ValueError(f"an envelope header integer exceeds 64 bits: {error}") from None
         return json.dumps(header, separators=(",", ":")).encode()
 
 

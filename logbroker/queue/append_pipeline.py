@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from logbroker.message import Message, records_of
 from logbroker.queue.effects import Effect
+from logbroker.queue.group_commit import GroupCommitter
 from logbroker.queue.held_messages import HeldMessages
 from logbroker.queue.message_meta import MetaRun, metas_of
 from logbroker.queue.publish_refusals import PublishRefusals
@@ -57,7 +58,6 @@ from logbroker.queue.replication_gate import (
 )
 from logbroker.queue.waiting_confirms import WaitingConfirms
 from segments.clock import Clock
-from segments.group_commit import GroupCommitter
 from segments.log import AppendResult
 from segments.record_batch import Record
 

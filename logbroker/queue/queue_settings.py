@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from logbroker.queue.fsync_policy import FsyncPolicy
 from logbroker.queue.publisher_flow import FlowLimits
 from logbroker.queue.queue_limits import Overflow, QueueLimits
 from logbroker.queue.retention import Retention, max_age_ms
-from segments.group_commit import FsyncPolicy
 
 DEFAULT_FLOW = FlowLimits()
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
+from logbroker.queue.fsync_policy import FsyncPolicy
+from logbroker.queue.group_commit import GroupCommitter
 from logbroker.queue.retention import Retention, SegmentSummary, reclaim_floor
 from segments.clock import SYSTEM_CLOCK, Clock
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
-from segments.group_commit import FsyncPolicy, GroupCommitter
 from segments.log import AppendResult, Log, delete_detached
 from segments.record_batch import Record
 

@@ -26,9 +26,10 @@ import sys
 import time
 from collections.abc import Sequence
 
+from logbroker.queue.fsync_policy import FsyncPolicy
+from logbroker.queue.group_commit import GroupCommitter
 from segments.cursor_log import CursorLog
 from segments.filesystem import RealFileSystem
-from segments.group_commit import FsyncPolicy, GroupCommitter
 from segments.log import AppendResult, Log, LogConfig
 from segments.record_batch import Record
 

@@ -62,3 +62,19 @@ def test_bench_prints_one_json_line_with_every_figure(tmp_path: Path) -> None:
     assert result["params"]["record_encoder"] in ("c", "python")
     # The benchmark removes its own temp directory.
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.timeout(60)
+def test_crc_copy_ab_prints_both_sides_of_every_figure(tmp_path: Path) -> None:
+    command = [sys.executable, str(SCRIPT), "--dir", str(tmp_path), "--crc-copy-ab",
+               "--append-mib", "1", "--rounds", "2"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False,
+                          cwd=SCRIPT.parents[1])
+    assert done.returncode == 0, done.stderr
+    [line] = done.stdout.splitlines()
+    result = json.loads(line)
+    assert result["bench"] == "segments-crc-copy-ab" and result["crc_ab_rounds"] == 2
+    for figure in ("append", "append_cpu", "read", "encode_us"):
+        assert result[f"crc_ab_{figure}_on"] > 0 and result[f"crc_ab_{figure}_off"] > 0
+        assert 0 <= result[f"crc_ab_{figure}_on_won"] <= 2
+    assert os.listdir(tmp_path) == []

@@ -24,7 +24,7 @@ from prometheus_client.core import (
 )
 
 from api.http.api_context import ApiContext
-from segments.fsync_stats import FSYNC_STATS, FsyncStats
+from logbroker.queue.fsync_stats import FSYNC_STATS, FsyncStats
 
 router = APIRouter(tags=["metrics"])
 KNOWN_PROTOCOLS = ("AMQP 0-9-1", "WebSocket")  # always exposed, at 0 when none is open

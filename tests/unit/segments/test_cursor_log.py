@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from segments.cursor_log import ENTRY_SIZE, CursorLog, decode_entry, encode_entry
 from segments.errors import DiskFullError, LogClosedError
-from segments.filesystem import RealFileHandle, RealFileSystem
+from segments.filesystem import RealFileSystem
 from segments.range_set import RangeSet
+from segments.real_file_handle import RealFileHandle
 
 
 class FlakyHandle:
@@ -42,12 +43,6 @@ class FlakyHandle:
 
     def truncate(self, size: int) -> None:
         self._inner.truncate(size)
-
-    def release_space(self) -> None:
-        self._inner.release_space()
-
-    def fill_ahead(self, end_max: int) -> None:
-        self._inner.fill_ahead(end_max)
 
     def sync(self) -> None:
         self._inner.sync()

@@ -29,14 +29,6 @@ def test_offset_index_round_trips_and_checks_structure() -> None:
         index.append(2, 300)
 
 
-def test_offset_index_truncation_drops_entries_at_or_past_position() -> None:
-    index = OffsetIndex()
-    for relative, position in [(0, 0), (5, 50), (9, 90)]:
-        index.append(relative, position)
-    index.truncate_to_position(90)
-    assert list(index.positions) == [0, 50]
-
-
 def test_time_index_scan_start_skips_only_records_known_to_be_older() -> None:
     index = TimeIndex()
     index.append(100, 10)  # records [0, 10) are at most 100
@@ -58,5 +50,3 @@ def test_time_index_keeps_bounds_monotonic_for_out_of_order_timestamps() -> None
     index.append(500, 4)
     index.append(200, 8)  # a lower max cannot lower the bound already known
     assert list(index.timestamps_ms) == [500, 500]
-    index.truncate_to_offset(4)
-    assert list(index.relative_offsets) == [4]

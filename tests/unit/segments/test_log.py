@@ -121,7 +121,7 @@ def test_corrupt_sealed_segment_is_reported_and_earlier_reads_still_work(tmp_pat
     log = open_log(tmp_path)
     for start in range(0, 300, 10):
         log.append(records(start, 10))
-    bases = log.segment_base_offsets()
+    bases = [base for base, *_ in log.segment_summaries()]
     log.close()
     victim = tmp_path / f"{bases[1]:020d}.log"
     data = bytearray(victim.read_bytes())
@@ -299,7 +299,8 @@ def test_recovery_scans_only_segments_not_yet_confirmed() -> None:
     for start in range(0, 300, 10):
         log.append(records(start, 10))
     log.sync()  # confirms every rolled segment
-    active_bytes = fs.file_size(f"/q/{log.segment_base_offsets()[-1]:020d}.log")
+    active_base = log.segment_summaries()[-1][0]
+    active_bytes = fs.file_size(f"/q/{active_base:020d}.log")
     fs.crash_losing_all_unsynced()
     log = Log.open(fs, "/q", SMALL)
     assert log.recovery.scanned_bytes == active_bytes  # older segments were trusted
@@ -317,7 +318,7 @@ def test_unsynced_rolled_segments_are_cut_back_to_what_was_synced() -> None:
     for start in range(100, 300, 10):
         log.append(records(start, 10))  # several rolls, never synced
     assert log.segment_count > synced_segments + 2
-    assert log.has_unconfirmed_seals
+    assert log.wants_sync()
     fs.crash_losing_all_unsynced()
     log = Log.open(fs, "/q", SMALL)
     assert log.next_offset == 100

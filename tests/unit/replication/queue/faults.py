@@ -39,13 +39,6 @@ class CountingHandle:
         self._fs.step()
         self._inner.truncate(size)
 
-    def release_space(self) -> None:
-        self._inner.release_space()
-
-    def fill_ahead(self, end_max: int) -> None:
-        self._fs.step()
-        self._inner.fill_ahead(end_max)
-
     def sync(self) -> None:
         self._fs.step()
         self._inner.sync()

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from segments.fsync_stats import FSYNC_BUCKETS_S, FSYNC_STATS, FsyncStats
-from segments.group_commit import FsyncPolicy, GroupCommitter
+from logbroker.queue.fsync_policy import FsyncPolicy
+from logbroker.queue.fsync_stats import FSYNC_BUCKETS_S, FSYNC_STATS, FsyncStats
+from logbroker.queue.group_commit import GroupCommitter
 
 
 def test_empty_snapshot_has_every_bucket_at_zero() -> None:

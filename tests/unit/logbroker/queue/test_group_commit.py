@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from logbroker.queue.fsync_policy import FsyncMode, FsyncPolicy
+from logbroker.queue.group_commit import GroupCommitter
 from segments.errors import DiskFullError, LogClosedError
-from segments.group_commit import FsyncMode, FsyncPolicy, GroupCommitter
 from segments.log import AppendResult, Log
 from segments.memory_filesystem import MemoryFileSystem
 from segments.record_batch import Record
@@ -206,9 +207,9 @@ async def test_never_policy_still_confirms_rolled_segments_in_the_background() -
     assert log.segment_count > 2
     for _ in range(50):
         await asyncio.sleep(0.01)
-        if not log.has_unconfirmed_seals:
+        if not log.wants_sync():
             break
-    assert not log.has_unconfirmed_seals  # a roll asked for a sync, off the write path
+    assert not log.wants_sync()  # a roll asked for a sync, off the write path
     await committer.close()
     log.close()
 
@@ -296,7 +297,7 @@ async def test_a_real_log_syncs_rolled_segments_while_appends_go_on(tmp_path: Pa
 
     await asyncio.gather(*(appender(k * 1000) for k in range(8)))
     assert log.next_offset == 320 and log.segment_count > 4
-    assert not log.has_unconfirmed_seals
+    assert not log.wants_sync()
     await committer.close()
     log.close()
     reopened = Log.open(fs, str(tmp_path / "q"))
@@ -323,7 +324,7 @@ def test_a_rolled_segment_waiting_for_its_sync_is_never_evicted() -> None:
                zip(point.sealed, handles, strict=True))
     point.run()  # the fsync thread's part: syncs and writes indexes of handles still open
     point.finish()
-    assert not log.has_unconfirmed_seals
+    assert not log.wants_sync()
     for offset in range(6):
         assert log.read(offset)[0].offset == offset
     log.close()

@@ -7,8 +7,9 @@ import threading
 import time
 from collections.abc import Sequence
 
-from segments.group_commit import FsyncPolicy, GroupCommitter
-from segments.inline_sync import InlineSyncChooser
+from logbroker.queue.fsync_policy import FsyncPolicy
+from logbroker.queue.group_commit import GroupCommitter
+from logbroker.queue.inline_sync import InlineSyncChooser
 
 
 def test_fsyncs_go_to_the_thread_until_one_found_the_loop_idle() -> None:

@@ -31,18 +31,17 @@ covered and nothing else; pending items are bounded by
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from logbroker.queue.fsync_policy import FsyncMode, FsyncPolicy
+from logbroker.queue.fsync_stats import FSYNC_STATS, FsyncStats
+from logbroker.queue.inline_sync import InlineSyncChooser
 from segments.errors import LogClosedError
-from segments.fsync_stats import FSYNC_STATS, FsyncStats
-from segments.inline_sync import InlineSyncChooser
 from segments.sync_point import SyncPoint
 
 logger = logging.getLogger(__name__)
@@ -55,37 +54,6 @@ ResultT_co = TypeVar("ResultT_co", covariant=True)
 
 # A submitted item: (item, its future, wait for fsync?, called once written).
 _Pending = tuple[ItemT, "asyncio.Future[ResultT]", bool, "Callable[[ResultT], None] | None"]
-
-
-class FsyncMode(enum.Enum):
-    ALWAYS = "always"
-    INTERVAL = "interval"
-    NEVER = "never"
-
-
-@dataclass(frozen=True)
-class FsyncPolicy:
-    mode: FsyncMode = FsyncMode.ALWAYS
-    interval_ms: int = 0
-
-    @classmethod
-    def parse(cls, text: str) -> FsyncPolicy:
-        """`always`, `never`, or `interval:N` (N milliseconds, N > 0)."""
-        name, _, argument = text.strip().partition(":")
-        if name == "always" and not argument:
-            return cls(FsyncMode.ALWAYS)
-        if name == "never" and not argument:
-            return cls(FsyncMode.NEVER)
-        if name == "interval" and argument.strip().isdigit() and int(argument) > 0:
-            return cls(FsyncMode.INTERVAL, int(argument))
-        raise ValueError(
-            f"fsync policy {text!r} is not one of 'always', 'never', 'interval:N' (N ms > 0)"
-        )
-
-    def __str__(self) -> str:
-        if self.mode is FsyncMode.INTERVAL:
-            return f"interval:{self.interval_ms}"
-        return str(self.mode.value)
 
 
 class GroupAppendable(Protocol[ItemT_contra, ResultT_co]):
