@@ -109,8 +109,7 @@ class AppendPipeline:
         counts against the length limit until written."""
         refusal = self.gate.publish_refusal() if self.gate is not None else None
         if refusal is not None:
-            self.refusals.refused(f"queue '{self._name}' refused it: {refusal}",
-                                  log=True)
+            self.refusals.refused(f"queue '{self._name}' refused it: {refusal}", log=True)
             return Admission.REJECT
         admission = self._core.admit(message.size_bytes)
         if admission is not Admission.ACCEPT:
@@ -175,15 +174,20 @@ class AppendPipeline:
         if done.cancelled() or done.exception() is not None:
             append.confirm.set_exception(done.exception() or asyncio.CancelledError())
             return
-        result = done.result()
         if self.gate is None:
-            append.confirm.set_result(result.base_offset)
-            return
-        release = self.gate.persisted(result.next_offset)
-        if self.gate.fenced is not None:
-            append.confirm.set_exception(GateFenced(self.gate.fenced))
+            append.confirm.set_result(done.result().base_offset)
         else:
-            self._confirms.add(result.next_offset, (result.base_offset, append.confirm))
+            self._durable_on_leader(self.gate, append.confirm, done.result())
+
+    def _durable_on_leader(self, gate: ReplicationGate, confirm: asyncio.Future[int],
+                           result: AppendResult) -> None:
+        """A replicated leader's write is durable here: the confirm waits for the high
+        watermark, which this leader's own copy may just have moved."""
+        release = gate.persisted(result.next_offset)
+        if gate.fenced is not None:
+            confirm.set_exception(GateFenced(gate.fenced))
+        else:
+            self._confirms.add(result.next_offset, (result.base_offset, confirm))
         self.release(release)
 
     def _no_longer_admitted(self, append: _Append) -> None:
@@ -194,8 +198,8 @@ class AppendPipeline:
     # ------------------------------------------------ the gate's releases
 
     def release(self, release: Release) -> None:
-        """Apply what the gate let go: messages below its high watermark become ready,
-        then the confirms it passed resolve, in offset order."""
+        """Apply what the gate let go: messages below its high watermark become ready (in
+        offset order), then the confirms it passed resolve (in the order they came)."""
         count, effects = self._held.release(self._core, release.high_watermark)
         if count:
             self._made_ready(effects, count)
