@@ -61,8 +61,9 @@ async def serve(settings: ServeSettings) -> int:
     amqp_servers = []
     for port, ssl_context in ((settings.amqp_port, None), (settings.amqps_port, tls)):
         if port:  # 0 or unset: that listener is off
-            amqp_servers.append(await start_amqp_server(broker, settings.host, port,
-                                                        server_config, ssl_context))
+            amqp_servers.append(await start_amqp_server(
+                broker, settings.host, port, server_config, ssl_context,
+                max_pending_handshakes=settings.max_pending_handshakes))
             logger.info("logbroker %s listening for %s on %s:%d (data in %s, %s loop)",
                         settings.node_name, "AMQPS" if ssl_context else "AMQP 0-9-1",
                         settings.host, port, os.path.abspath(settings.data_dir),
@@ -71,7 +72,8 @@ async def serve(settings: ServeSettings) -> int:
                                            settings.host, amqps_port=settings.amqps_port,
                                            https_port=settings.https_port),
                          cluster=cluster.membership if cluster is not None else None,
-                         replicas=cluster.handover if cluster is not None else None)
+                         replicas=cluster.handover if cluster is not None else None,
+                         metrics_auth=settings.metrics_auth)
     http_servers = [await start_http_server(context, settings.host, port, ssl_context)
                     for port, ssl_context in ((settings.http_port, None),
                                               (settings.https_port, tls)) if port]

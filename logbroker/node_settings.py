@@ -17,6 +17,7 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     channel_max = 2047
     [http]
     port = 15672
+    metrics_auth = false        # /metrics asks for a monitoring or administrator login
     [storage]
     fsync = "always"            # always | interval:N | never
     retention_ms = 86400000     # settled history kept for replay (per queue)
@@ -24,6 +25,7 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     [limits]
     max_message_bytes = 134217728
     max_connections = 0         # client connections per node (0: no limit)
+    max_pending_handshakes = 1000  # AMQP connections not yet logged in, per listener
     [flow]                      # holding publishers while a queue's consumers catch up
     high = 200                  # ready messages above which they are held (0: never)
     low = 100                   # a hold ends once the backlog is down to this
@@ -99,6 +101,9 @@ SETTINGS: tuple[tuple[str, str, str, str, Callable[[Any], Any]], ...] = (
     ("channel_max", "LOGBROKER_CHANNEL_MAX", "amqp", "channel_max", int),
     ("max_message_bytes", "LOGBROKER_MAX_MESSAGE_BYTES", "limits", "max_message_bytes", int),
     ("max_connections", "LOGBROKER_MAX_CONNECTIONS", "limits", "max_connections", int),
+    ("max_pending_handshakes", "LOGBROKER_MAX_PENDING_HANDSHAKES", "limits",
+     "max_pending_handshakes", int),
+    ("metrics_auth", "LOGBROKER_METRICS_AUTH", "http", "metrics_auth", switch),
     ("retention_ms", "LOGBROKER_RETENTION_MS", "storage", "retention_ms", int),
     ("retention_bytes", "LOGBROKER_RETENTION_BYTES", "storage", "retention_bytes", int),
     ("flow_high", "LOGBROKER_FLOW_HIGH", "flow", "high", int),
@@ -143,6 +148,8 @@ class ServeSettings:
     channel_max: int = 2047
     max_message_bytes: int = 128 * 1024 * 1024
     max_connections: int = 0
+    metrics_auth: bool = False
+    max_pending_handshakes: int = 1000
     retention_ms: int = 24 * 3600 * 1000
     retention_bytes: int = 1 << 30
     flow_high: int = _FLOW_DEFAULTS.high

@@ -124,6 +124,11 @@ class ConnectionHandler:
         self.task: asyncio.Task[object] | None = None
         writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
 
+    @property
+    def opened(self) -> bool:
+        """connection.open was accepted (the client logged in and chose a vhost)."""
+        return self._ctx is not None
+
     def _authenticate(self, username: str, password: str | None) -> str | None:
         # The peer host decides RabbitMQ's loopback-only rule for "guest".
         try:

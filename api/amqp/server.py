@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import ssl
 import weakref
 from dataclasses import replace
@@ -24,10 +25,13 @@ from logbroker.broker import Broker
 from logbroker.metadata.reply_codes import ReplyCode
 from segments.clock import SYSTEM_CLOCK, Clock
 
+logger = logging.getLogger(__name__)
+
 __all__ = ["AmqpServerConfig", "start_amqp_server", "stop_amqp_server"]
 
 # A client that opens a TLS connection and never finishes the handshake is dropped.
 HANDSHAKE_TIMEOUT_S = 10.0
+DEFAULT_MAX_PENDING_HANDSHAKES = 1000
 SHUTDOWN_TEXT = "broker forced connection closure with reason 'shutdown'"
 
 _handlers: weakref.WeakKeyDictionary[asyncio.Server, set[ConnectionHandler]] = (
@@ -42,9 +46,13 @@ AmqpServerConfig = ConnectionConfig
 async def start_amqp_server(
     broker: Broker, host: str, port: int, config: ConnectionConfig | None = None,
     tls: ssl.SSLContext | None = None, clock: Clock = SYSTEM_CLOCK,
+    max_pending_handshakes: int = DEFAULT_MAX_PENDING_HANDSHAKES,
 ) -> asyncio.Server:
     """Listen for AMQP clients on ``host:port`` (port 0: any free port); with `tls`,
-    AMQPS: every accepted socket does a TLS handshake first."""
+    AMQPS: every accepted socket does a TLS handshake first. At most
+    `max_pending_handshakes` connections may be between accept and connection.open-ok
+    (each for at most the handshake timeout): more are dropped at once, so clients that
+    never log in cannot hold the node's sockets and memory."""
     if config is None:
         config = ConnectionConfig(max_message_bytes=broker.config.max_message_bytes)
     if tls is not None and tls.verify_mode != ssl.CERT_NONE:
@@ -54,14 +62,20 @@ async def start_amqp_server(
     replies = DirectReplyRegistry()  # reply names are valid across the listener's connections
     output_round = OutputRound()
 
+    pending = PendingHandshakes(max_pending_handshakes)
+
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         handler = ConnectionHandler(broker, config, reader, writer, next(serial), replies,
                                     output_round, clock)
+        if not pending.admit(handler):
+            writer.transport.abort()
+            return
         live.add(handler)
         try:
             await handler.run()
         finally:
             live.discard(handler)
+            pending.discard(handler)
 
     def on_alarm(active: frozenset[str]) -> None:
         reason = broker.resources.alarms.reason
@@ -76,6 +90,32 @@ async def start_amqp_server(
                                             ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
     _handlers[server] = live
     return server
+
+
+class PendingHandshakes:
+    """The listener's connections that have not opened yet, up to a limit. Opened ones
+    are pruned lazily, when the set is full: an accept costs O(1) until then."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._handlers: set[ConnectionHandler] = set()
+        self._refusing = False
+
+    def admit(self, handler: ConnectionHandler) -> bool:
+        if len(self._handlers) >= self.limit:
+            self._handlers = {h for h in self._handlers if not h.opened}
+        if len(self._handlers) >= self.limit:
+            if not self._refusing:  # once per burst, not once per socket
+                logger.warning("%d AMQP connections have not finished their handshake: "
+                               "new ones are dropped until some do", self.limit)
+            self._refusing = True
+            return False
+        self._refusing = False
+        self._handlers.add(handler)
+        return True
+
+    def discard(self, handler: ConnectionHandler) -> None:
+        self._handlers.discard(handler)
 
 
 async def stop_amqp_server(server: asyncio.Server, timeout_s: float = 2.0) -> None:

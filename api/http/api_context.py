@@ -43,6 +43,7 @@ class ApiContext:
     leases: LeaseTable = field(default_factory=LeaseTable)
     rates: RateSampler = field(default_factory=RateSampler)
     max_body_bytes: int = 64 * 1024 * 1024
+    metrics_auth: bool = False  # /metrics asks for a monitoring login (--metrics-auth)
     connection_id: str = HTTP_CONNECTION_ID
     cluster: ClusterControl | None = None
     replicas: ReplicaControl | None = None

@@ -96,6 +96,20 @@ async def monitoring_user(who: Principal = Depends(principal)) -> Principal:  # 
     return who
 
 
+async def metrics_reader(
+    request: Request,
+    credentials: HTTPBasicCredentials | None = Depends(_basic),  # noqa: B008
+    ctx: ApiContext = Depends(api_context),  # noqa: B008
+) -> None:
+    """/metrics is open, as RabbitMQ's Prometheus endpoint is, unless the node was told to
+    require a login (`--metrics-auth`): then a monitoring or administrator user."""
+    if not ctx.metrics_auth:
+        return
+    who = await principal(request, credentials, ctx)
+    if not who.sees_all_vhosts:
+        raise ApiError(403, f"user '{who.user}' needs the monitoring or administrator tag")
+
+
 async def admin_user(who: Principal = Depends(principal)) -> Principal:  # noqa: B008
     if not who.is_admin:
         raise ApiError(403, f"user '{who.user}' needs the administrator tag")

@@ -110,8 +110,12 @@ class ClusterNode:
             self.transport.is_connected, lambda: self.driver.applied_index,
             settings.proposal_timeout_s))
         self.queue_host = QueueHost(self)
-        self.followers = QueueFollowers(self)
-        self.feed = ReplicaFeed(self)
+        self.followers = QueueFollowers(
+            settings.node_name, self.rpc, lambda v, n: self.metadata.state.queue(v, n),
+            self.fs, lambda v, n: self.broker.queue_directory(v, n))
+        self.feed = ReplicaFeed(
+            settings.node_name, self.rpc, lambda: self.broker, self.metadata.propose,
+            self.followers.copy_status, lambda: self.started_ms)
         self.failover = QueueFailover(self)
         self.handover = QueueHandover(self)
         self.mover = ReplicaMover(self)

@@ -1,19 +1,15 @@
-"""`ReplicaFeed`: the leader side of queue replication on this node.
+"""`ReplicaFeed`: the leader side of queue replication on this node, run on asyncio.
 
-Theory of operation. A follower fetches (`r.fetch`) with the queue's epoch,
-its next offset, its last epoch, the ack version and the high watermark it
-has. The queue's `ReplicationGate` judges the fetch (`ReplicationLeader
-.on_fetch`); a `Stream` answer carries the records from that offset that are
-durable here (the log's own batches, at most `FETCH_BYTES_MAX`), the epoch
-history, the log
-start and the high watermark, and the whole acked range set when the
-follower's version is old. A follower that is caught up is answered when
-something changes (new records, acks, a higher watermark) or after
-`FETCH_WAIT_S`: a long poll, so nothing is queued for a follower and the
-leader keeps no state about it but its progress numbers.
-
-Every `TICK_S` the feed asks each gate whether the in-sync set should
-change and proposes `SetQueueInSync` for its epoch; the metadata log decides.
+Theory of operation. The decisions are the `LeaderFeed` core's
+(replication/queue/leader_feed.py: answer a fetch now, stream, or park it
+as a long poll; propose in-sync changes) and the `LeaderFeedDriver` carries
+them out. This module gives the driver its asyncio ports and nothing else:
+`r.fetch` requests from the cluster RPC (fetch_wire.py) in, their answers
+out; the broker's open replicated queue shells as the queues led here
+(`ShellQueue`: a parked fetch waits on the gate's `changes`); the metadata
+log as the in-sync proposer; the loop's timers over the injected clock. The
+deterministic simulation (tests/sim) runs the same driver and core over
+simulated ports.
 
 `r.status` answers the controller's failover question: how much of the
 queue this node holds (`replica_status`).
@@ -22,86 +18,167 @@ queue this node holds (`replica_status`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
 
+from logbroker.broker import Broker
+from logbroker.cluster.cluster_rpc import ClusterRpc
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.fetch_wire import FETCH, answer_envelope, request_of
+from logbroker.cluster.loop_timers import LoopTimers
 from logbroker.errors import BrokerError
-from logbroker.metadata import SetQueueInSync
+from logbroker.metadata import Command, SetQueueInSync
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.queue.replication_gate import ReplicationGate
-from replication.queue.replication_leader import Refuse, Reset, Stream, Truncate
-from replication.queue.stream_batches import stream_batches
-
-if TYPE_CHECKING:
-    from logbroker.cluster.cluster_node import ClusterNode
+from replication.queue.epoch_history import EpochHistory
+from replication.queue.fetch_protocol import FetchAnswer
+from replication.queue.leader_feed import Key, ProposeInSync
+from replication.queue.leader_feed_driver import FeedTiming, LeaderFeedDriver
+from replication.queue.replication_leader import ReplicationLeader
+from segments.clock import SYSTEM_CLOCK, Clock
+from segments.log import Log
 
 logger = logging.getLogger(__name__)
-FETCH_WAIT_S = 1.0
-FETCH_BYTES_MAX = 1 << 20
-TICK_S = 0.25
+CopyStatus = Callable[[str, str], tuple[int, int] | None]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+class ShellQueue:
+    """`LedQueue` over an open replicated queue shell and its gate."""
+
+    def __init__(self, shell: QueueShell, gate: ReplicationGate, clock: Clock,
+                 parked: set[asyncio.Future[None]]) -> None:
+        self._shell = shell
+        self._gate = gate
+        self._clock = clock
+        self._parked = parked
+
+    @property
+    def fenced(self) -> str | None:
+        return self._gate.fenced
+
+    @property
+    def leader(self) -> ReplicationLeader:
+        return self._gate.leader
+
+    @property
+    def history(self) -> EpochHistory:
+        return self._gate.history
+
+    @property
+    def acked_version(self) -> int:
+        return self._gate.acked_version
+
+    @property
+    def log_start(self) -> int:
+        return self._shell.log.log_start_offset
+
+    @property
+    def log(self) -> Log:
+        return self._shell.log
+
+    @property
+    def sync_batch_size(self) -> int:
+        return self._gate.sync_batch_size
+
+    def acked_ranges(self) -> Sequence[tuple[int, int]]:
+        return self._shell.cursor.acked.ranges()
+
+    def moved(self, change: Callable[[], object]) -> None:
+        self._gate.moved(change)
+
+    def park(self, deadline_ms: int, wake: Callable[[], None]) -> None:
+        remaining_s = max(0, deadline_ms - self._clock.monotonic_ms()) / 1000
+        waiting = asyncio.ensure_future(self._wait(remaining_s, wake))
+        self._parked.add(waiting)
+        waiting.add_done_callback(self._parked.discard)
+
+    async def _wait(self, remaining_s: float, wake: Callable[[], None]) -> None:
+        await self._gate.changes.wait(remaining_s)
+        wake()
+
+
+class BrokerQueues:
+    """`FeedQueues`: the broker's open replicated queue shells."""
+
+    def __init__(self, broker: Callable[[], Broker], clock: Clock) -> None:
+        self._broker = broker
+        self._clock = clock
+        self.parked: set[asyncio.Future[None]] = set()
+
+    def led(self, key: Key) -> ShellQueue | None:
+        return self._queue(self._broker().queue(*key))
+
+    def all_led(self) -> list[tuple[Key, ShellQueue]]:
+        led = []
+        for shell in list(self._broker().all_queues()):
+            queue = self._queue(shell)
+            if queue is not None:
+                led.append(((shell.settings.vhost, shell.name), queue))
+        return led
+
+    def _queue(self, shell: QueueShell | None) -> ShellQueue | None:
+        if shell is None or shell.replication is None or shell.closed:
+            return None
+        return ShellQueue(shell, shell.replication, self._clock, self.parked)
+
+
+class MetadataInSync:
+    """`InSyncProposer` through the metadata log (`SetQueueInSync`)."""
+
+    def __init__(self, propose: Callable[[Command], Awaitable[None]]) -> None:
+        self._propose = propose
+        self._proposing: set[asyncio.Future[None]] = set()
+
+    def propose_in_sync(self, proposal: ProposeInSync, done: Callable[[bool], None]) -> None:
+        command = SetQueueInSync(*proposal.key, proposal.epoch, proposal.in_sync)
+        task = asyncio.ensure_future(self._run(command, done))
+        self._proposing.add(task)
+        task.add_done_callback(self._proposing.discard)
+
+    async def _run(self, command: SetQueueInSync, done: Callable[[bool], None]) -> None:
+        try:
+            await self._propose(command)
+        except BrokerError as error:
+            logger.info("queue %r: in-sync change not made (%s)", command.name,
+                        error.reply_text)
+            done(False)
+            return
+        done(True)
 
 
 class ReplicaFeed:
-    def __init__(self, node: ClusterNode) -> None:
-        self.node = node
-        self._ticker: asyncio.Future[None] | None = None
-        self._proposing: set[asyncio.Future[None]] = set()
-        node.rpc.handle("r.fetch", self._fetch)
-        node.rpc.handle("r.status", self._status)
+    def __init__(self, node_name: str, rpc: ClusterRpc, broker: Callable[[], Broker],
+                 propose: Callable[[Command], Awaitable[None]], copy_status: CopyStatus,
+                 started_ms: Callable[[], int], clock: Clock = SYSTEM_CLOCK,
+                 timing: FeedTiming | None = None) -> None:
+        self._broker = broker
+        self._copy_status = copy_status
+        self._started_ms = started_ms
+        self._queues = BrokerQueues(broker, clock)
+        self.driver = LeaderFeedDriver(node_name, self._queues, MetadataInSync(propose),
+                                       LoopTimers(clock), clock, timing)
+        rpc.handle(FETCH, self._fetch)
+        rpc.handle("r.status", self._status)
 
     def start(self) -> None:
-        self._ticker = asyncio.ensure_future(self._tick_loop())
+        self.driver.start()
 
     async def stop(self) -> None:
-        if self._ticker is not None:
-            self._ticker.cancel()
-            await asyncio.gather(self._ticker, return_exceptions=True)
-
-    # --------------------------------------------------------------- fetch
+        self.driver.stop()
+        parked = list(self._queues.parked)
+        for waiting in parked:
+            waiting.cancel()
+        await asyncio.gather(*parked, return_exceptions=True)
 
     async def _fetch(self, peer: str, envelope: Envelope) -> Envelope:
-        header = envelope.header
-        vhost, name = str(header["v"]), str(header["q"])
-        epoch, next_offset = int(header["e"]), int(header["n"])
-        deadline = time.monotonic() + FETCH_WAIT_S
-        while True:
-            shell = self.node.broker.queue(vhost, name)
-            if shell is None or shell.replication is None or shell.closed:
-                return Envelope("refused", {"reason": f"node {self.node.node_name} does "
-                                            f"not lead queue '{name}' in vhost '{vhost}'"})
-            gate = shell.replication
-            if gate.fenced is not None:
-                return Envelope("refused", {"reason": gate.fenced})
-            verdict = self._judge(gate, shell, peer, header)
-            if not isinstance(verdict, Stream):
-                return _verdict_envelope(verdict)
-            news = (gate.leader.durable_end > next_offset
-                    or int(header["av"]) != gate.acked_version
-                    or int(header["hw"]) < gate.high_watermark)
-            remaining = deadline - time.monotonic()
-            if news or remaining <= 0 or epoch != gate.leader.epoch:
-                return _stream(shell, gate, next_offset, int(header["av"]))
-            await gate.changes.wait(remaining)
+        vhost, name, request = request_of(envelope)
+        answered: asyncio.Future[FetchAnswer] = asyncio.get_running_loop().create_future()
 
-    def _judge(self, gate: ReplicationGate, shell: QueueShell, peer: str,
-               header: dict[str, Any]) -> Stream | Truncate | Reset | Refuse:
-        verdict: list[Stream | Truncate | Reset | Refuse] = []
-
-        def judge() -> None:
-            verdict.append(gate.leader.on_fetch(
-                peer, int(header["e"]), int(header["n"]), int(header["le"]), gate.history,
-                shell.log.log_start_offset, _now_ms(), int(header.get("ls", header["n"]))))
-            if isinstance(verdict[0], Stream):
-                gate.leader.follower_acked_version(peer, int(header["av"]))
-        gate.moved(judge)
-        return verdict[0]
+        def reply(answer: FetchAnswer) -> None:
+            if not answered.done():  # the request may have been cancelled meanwhile
+                answered.set_result(answer)
+        self.driver.fetch(peer, (vhost, name), request, reply)
+        return answer_envelope(await answered)
 
     # -------------------------------------------------------------- status
 
@@ -114,71 +191,13 @@ class ReplicaFeed:
 
     def replica_status(self, vhost: str, name: str) -> dict[str, int] | None:
         """This node's copy of the queue: log end, last epoch, when the node started."""
-        started = self.node.started_ms
-        shell = self.node.broker.queue(vhost, name)
+        started = self._started_ms()
+        shell = self._broker().queue(vhost, name)
         if shell is not None and shell.replication is not None and not shell.closed:
             return {"log_end": shell.log.next_offset,
                     "last_epoch": shell.replication.history.latest_epoch, "started_ms": started}
-        copy = self.node.followers.copy_status(vhost, name)
+        copy = self._copy_status(vhost, name)
         if copy is None:
             return None
         log_end, last_epoch = copy
         return {"log_end": log_end, "last_epoch": last_epoch, "started_ms": started}
-
-    # ------------------------------------------------------------ in sync
-
-    async def _tick_loop(self) -> None:
-        while True:
-            await asyncio.sleep(TICK_S)
-            with contextlib.suppress(Exception):
-                self._tick()
-
-    def _tick(self) -> None:
-        broker = self.node.broker
-        now = _now_ms()
-        for shell in list(broker.all_queues()):
-            gate = shell.replication
-            if gate is None or gate.fenced is not None:
-                continue
-            proposal = gate.leader.tick(now)
-            if proposal is not None:
-                command = SetQueueInSync(shell.settings.vhost, shell.name, gate.leader.epoch,
-                                         proposal)
-                task = asyncio.ensure_future(self._propose(gate, command))
-                self._proposing.add(task)
-                task.add_done_callback(self._proposing.discard)
-
-    async def _propose(self, gate: ReplicationGate, command: SetQueueInSync) -> None:
-        logger.info("queue %r: in-sync replicas %s -> %s", command.name,
-                    list(gate.leader.in_sync), list(command.in_sync))
-        try:
-            await self.node.metadata.propose(command)
-        except BrokerError as error:
-            logger.info("queue %r: in-sync change not known to be made (%s); proposing it "
-                        "again", command.name, error.reply_text)
-            gate.leader.in_sync_change_failed()
-            return
-        # Committed (or it held already, which changes nothing and sends no event).
-        if gate.fenced is None and gate.leader.epoch == command.epoch:
-            gate.moved(lambda: gate.leader.in_sync_committed(command.in_sync))
-
-
-def _verdict_envelope(verdict: Truncate | Reset | Refuse) -> Envelope:
-    if isinstance(verdict, Truncate):
-        return Envelope("truncate", {"to": verdict.to_offset, "epoch": verdict.epoch})
-    if isinstance(verdict, Reset):
-        return Envelope("reset", {"start": verdict.start_offset})
-    return Envelope("refused", {"reason": verdict.reason})
-
-
-def _stream(shell: QueueShell, gate: ReplicationGate, next_offset: int,
-            acked_version: int) -> Envelope:
-    blobs = stream_batches(shell.log, next_offset, gate.leader.durable_end, FETCH_BYTES_MAX,
-                           gate.sync_batch_size)
-    header: dict[str, Any] = {
-        "hw": gate.high_watermark, "start": shell.log.log_start_offset,
-        "epochs": gate.history.to_json(), "av": gate.acked_version,
-    }
-    if acked_version != gate.acked_version:
-        header["acked"] = [[lo, hi] for lo, hi in shell.cursor.acked.ranges()]
-    return Envelope("stream", header, tuple(blobs))

@@ -1,22 +1,22 @@
 """What the queue simulation's nodes send each other over the simulated network.
 
-They mirror the cluster RPCs of the real wiring, field for field where it
-matters: `Fetch` / `FetchAnswer` are `r.fetch` (logbroker/cluster/replica_feed.py
-and queue_followers.py: epoch `e`, next offset `n`, last epoch `le`, acked
-version `av`, high watermark `hw`; answers `stream` / `truncate` / `reset` /
-`refused` with the same header keys and the batches' raw bytes as blobs),
-`StatusRequest` / `StatusAnswer` are `r.status` (queue_failover.py),
-`Heartbeat` is `cluster.heartbeat`, `Propose` / `ProposeAnswer` are
-`metadata.propose` (replicated_metadata.py), and `ForwardedPublish` is a
-publish that the node a client talks to hands to the queue's leader.
+Replication travels as the shipped protocol's own objects
+(replication/queue/fetch_protocol.py): `Fetch` carries a `FetchRequest` for
+one queue, `FetchReply` the leader's `FetchAnswer` (the real cluster link
+carries the same as the `r.fetch` envelope, logbroker/cluster/fetch_wire.py).
+The rest mirror the cluster RPCs of the real wiring: `StatusRequest` /
+`StatusAnswer` are `r.status` (queue_failover.py), `Heartbeat` is
+`cluster.heartbeat`, `Propose` / `ProposeAnswer` are `metadata.propose`
+(replicated_metadata.py), and `ForwardedPublish` is a publish that the node a
+client talks to hands to the queue's leader.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from replication.queue.failover import ReplicaStatus
+from replication.queue.fetch_protocol import FetchAnswer, FetchRequest
 from replication.raft.messages import Message
 
 
@@ -32,18 +32,15 @@ class Fetch:
     target: str
     request: int
     queue: str
-    header: dict[str, Any]
+    fetch: FetchRequest
 
 
 @dataclass(frozen=True, slots=True)
-class FetchAnswer:
+class FetchReply:
     source: str
     target: str
     request: int
-    queue: str
-    op: str
-    header: dict[str, Any] = field(default_factory=dict)
-    blobs: tuple[bytes, ...] = ()
+    answer: FetchAnswer
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,5 +85,5 @@ class ForwardedPublish:
     payload: bytes
 
 
-ClusterMessage = (Message | Heartbeat | Fetch | FetchAnswer | StatusRequest | StatusAnswer
+ClusterMessage = (Message | Heartbeat | Fetch | FetchReply | StatusRequest | StatusAnswer
                   | Propose | ProposeAnswer | ForwardedPublish)

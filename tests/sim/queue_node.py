@@ -7,20 +7,28 @@ order, refusals ignored (the same on every node), as `ReplicatedMetadata`
 does (`ClusterNode._applied` runs inside the state machine's `apply`: the
 driver's applied index moves after it, and `applying_index` names the entry
 being applied). On the same file system it keeps each replicated queue as a
-`LeaderReplica` or a `FollowerLoop`, moved between the two by `NodeRoles`
+`LeaderReplica` or a follower replica, moved between the two by `NodeRoles`
 (queue_roles.py, `ReplicaRoles`): a queue's record changed, `sync`; after
 every applied command and on every beat, `catch_up` (moves wait while the
 metadata is not current, `_metadata_current`). `QueueInSyncChanged` goes to
 the gate of the same epoch, and only while the metadata is current
 (`Broker._in_sync_changed`).
 
+Replication is the shipped code: the followers are the `FollowerFetchDriver`
+and its `FollowerFetch` cores, and the leader side (fetches answered, long
+polls parked, the leaders' in-sync changes proposed) is the
+`LeaderFeedDriver` and its `LeaderFeed` core, both over the simulated ports
+of queue_ports.py (the network, the tick clock, the node's timers, a disk
+whose syncs land later, the shells as the queues led here, the Raft
+proposals); a crash throws the drivers, their timers and whatever was not
+synced away.
+
 Proposals go through `Proposals` (queue_proposals.py, `ReplicatedMetadata
-.propose`). `NodeFeed` (queue_feed.py, `ReplicaFeed`) answers fetches, long
-polls included, and proposes the leaders' in-sync changes. Every node sends heartbeats to
-the Raft leader; the leader runs the `Controller`. A node that has not heard
-from the Raft leader for the session timeout isolates the gates of the queues
-it leads (`ClusterNode._check_isolation`: `gate.isolate`): no publishes, acks
-held; hearing it again, `gate.rejoin` applies the held acks.
+.propose`). Every node sends heartbeats to the Raft leader; the leader runs
+the `Controller`. A node that has not heard from the Raft leader for the
+session timeout isolates the gates of the queues it leads
+(`ClusterNode._check_isolation`: `gate.isolate`): no publishes, acks held;
+hearing it again, `gate.rejoin` applies the held acks.
 """
 
 from __future__ import annotations
@@ -44,6 +52,11 @@ from logbroker.metadata import (
 )
 from logbroker.metadata.events import Event
 from replication.queue.failover import ReplicaStatus
+from replication.queue.fetch_protocol import FetchAnswer
+from replication.queue.follower_fetch import FetchTiming
+from replication.queue.follower_fetch_driver import FollowerFetchDriver, Key, LeaderAt
+from replication.queue.follower_replica import FollowerReplica
+from replication.queue.leader_feed_driver import FeedTiming, LeaderFeedDriver
 from replication.queue.replication_leader import ReplicationLimits
 from replication.raft import (
     EntryKind,
@@ -58,13 +71,11 @@ from replication.raft.messages import Message
 from segments.memory_filesystem import MemoryFileSystem
 from tests.sim.cluster_sim import LOG_CONFIG as RAFT_LOG_CONFIG
 from tests.sim.queue_controller import Controller, address_of
-from tests.sim.queue_feed import NodeFeed
-from tests.sim.queue_follower import FollowerLoop
 from tests.sim.queue_leader import LeaderHooks, LeaderReplica
 from tests.sim.queue_messages import (
     ClusterMessage,
     Fetch,
-    FetchAnswer,
+    FetchReply,
     ForwardedPublish,
     Heartbeat,
     Propose,
@@ -72,11 +83,26 @@ from tests.sim.queue_messages import (
     StatusAnswer,
     StatusRequest,
 )
+from tests.sim.queue_ports import (
+    SimClock,
+    SimDisk,
+    SimFeedQueues,
+    SimFetchTransport,
+    SimInSyncProposer,
+    SimParking,
+    SimTimers,
+)
 from tests.sim.queue_proposals import Proposals, decode_command
 from tests.sim.queue_roles import NodeRoles
 
 VHOST = "/"
 PASSWORD_HASH = hash_password("guest", b"salt")
+# In ticks. A backlog here is tens of messages: a follower more than 20 behind rests
+# between fetches (at most 3 ticks), so the seeds run the catch-up pacing too.
+FOLLOWER_TIMING = FetchTiming(fetch_timeout_ms=15, backoff_min_ms=1, backoff_max_ms=8,
+                              catch_up_lag=20, catch_up_rest_max_ms=3)
+# Small answers, so catching up takes several fetches; a long poll of 5 ticks.
+FEED_TIMING = FeedTiming(wait_ms=5, bytes_max=600, in_sync_every_ms=2)
 
 
 class NodeWorld(LeaderHooks, Protocol):
@@ -119,8 +145,7 @@ class QueueNode:
         self.restart_at = 0
         self.controller = Controller(node_id, config.session_timeout, config.link_grace)
         self.leaders: dict[str, LeaderReplica] = {}
-        self.followers: dict[str, FollowerLoop] = {}
-        self.feed = NodeFeed(self)
+        self._new_drivers()
         self.proposals = Proposals(self)
         self.applied_index = 0  # the Raft driver's (its Applier's)
         self.applying_index = 0  # ReplicatedMetadata's: the entry being applied
@@ -181,14 +206,14 @@ class QueueNode:
                                      self.config.link_grace)
         self._next_beat = self.now + self.world.rng.randint(0, self.config.heartbeat_every)
         self._controller_heard = self.now
+        self.feed.start()
 
     def crash(self, restart_at: int) -> None:
         self.fs.crash(self.world.rng)
         for shell in self.leaders.values():
             shell.crash()
         self.leaders.clear()
-        self.followers.clear()
-        self.feed = NodeFeed(self)
+        self._new_drivers()
         self.proposals = Proposals(self)
         self.controller.crash()
         self.raft = self.storage = None
@@ -268,6 +293,45 @@ class QueueNode:
         applied = max(self.applied_index, self.applying_index)
         return raft is not None and raft.leader_id is not None and applied >= raft.commit_index
 
+    # ----------------------------------------------------------- replication
+
+    def _new_drivers(self) -> None:
+        """The shipped drivers over this node's simulated ports (new ones: a crash
+        loses the old timers, answers, parked fetches and syncs under way)."""
+        self.timers = SimTimers()
+        clock = SimClock(self.world)
+        self.fetches = SimFetchTransport(self.id, self.world)
+        self.disk = SimDisk(self.fs, self.timers, self.world, self.config.max_sync_delay)
+        self.followers = FollowerFetchDriver(self.id, self.fetches, self._leader_at, self.disk,
+                                             self.timers, clock, FOLLOWER_TIMING)
+        self.parking = SimParking(self.leaders)
+        self.feed = LeaderFeedDriver(self.id, SimFeedQueues(self.leaders, self.parking),
+                                     SimInSyncProposer(self), self.timers, clock, FEED_TIMING,
+                                     self.world.stats)
+
+    def _reply(self, fetch: Fetch, answer: FetchAnswer) -> None:
+        self.world.send(FetchReply(self.id, fetch.source, fetch.request, answer))
+
+    def _leader_at(self, key: Key) -> LeaderAt | None:
+        record = self.state.queue(*key)
+        return LeaderAt(record.leader_node, record.epoch) if record is not None else None
+
+    def follow(self, queue: str) -> None:
+        self.followers.follow((VHOST, queue))
+
+    def stop_following(self, queue: str) -> int | None:
+        """QueueFollowers.stop: let a sync under way finish, close, give the hw known
+        (None: none heard since the replica was opened)."""
+        replica = self.followers.stop((VHOST, queue))
+        if replica is None:
+            return None
+        self.disk.settle(replica)
+        replica.close()
+        return replica.high_watermark
+
+    def follower_replica(self, queue: str) -> FollowerReplica | None:
+        return self.followers.replica((VHOST, queue))
+
     # ----------------------------------------------------------------- roles
 
     def replica_status(self, queue: str) -> ReplicaStatus | None:
@@ -276,11 +340,10 @@ class QueueNode:
         if shell is not None and not shell.closed:
             return ReplicaStatus(self.id, shell.log.next_offset,
                                  shell.gate.history.latest_epoch, self.started_at)
-        follower = self.followers.get(queue)
-        if follower is None or follower.replica.closed:
+        replica = self.follower_replica(queue)
+        if replica is None or replica.closed:
             return None
-        return ReplicaStatus(self.id, follower.replica.next_offset, follower.replica.last_epoch,
-                             self.started_at)
+        return ReplicaStatus(self.id, replica.next_offset, replica.last_epoch, self.started_at)
 
     # ------------------------------------------------------------- proposals
 
@@ -302,11 +365,10 @@ class QueueNode:
         elif isinstance(message, Heartbeat):
             self.controller.liveness.heard(address_of(message.source), self.now)
         elif isinstance(message, Fetch):
-            self.feed.fetch(message)
-        elif isinstance(message, FetchAnswer):
-            follower = self.followers.get(message.queue)
-            if follower is not None:
-                follower.on_answer(message, self.now)
+            self.feed.fetch(message.source, (VHOST, message.queue), message.fetch,
+                            partial(self._reply, message))
+        elif isinstance(message, FetchReply):
+            self.fetches.answered(message)
         elif isinstance(message, StatusRequest):
             self.world.send(StatusAnswer(self.id, message.source, message.request,
                                          self.replica_status(message.queue)))
@@ -351,10 +413,8 @@ class QueueNode:
             elif raft.leader_id is not None:
                 self.world.send(Heartbeat(self.id, raft.leader_id))
         self.controller.tick(self)
-        self.feed.in_sync_tick()
-        for follower in list(self.followers.values()):
-            follower.tick(self.now, self.state, self.request_id, self.world.send)
-        self.feed.wake_parked()
+        self.timers.run_due(self.now)
+        self.parking.wake_parked(self.now)
         self.proposals.tick()
 
     def _check_isolation(self) -> None:

@@ -40,7 +40,6 @@ from logbroker.queue.replica_setup import ReplicaSetup, StaleEpochError
 from replication.queue.epoch_history import EpochHistory, EpochHistoryError
 from replication.queue.replication_leader import ReplicationLimits
 from segments.memory_filesystem import MemoryFileSystem
-from tests.sim.queue_follower import FollowerLoop
 from tests.sim.queue_leader import VHOST, LeaderHooks, LeaderReplica
 
 RECONCILE_IN_SYNC = True
@@ -53,7 +52,6 @@ class RolesHost(Protocol):
     fs: MemoryFileSystem
     state: MetadataState
     leaders: dict[str, LeaderReplica]
-    followers: dict[str, FollowerLoop]
 
     @property
     def now(self) -> int: ...
@@ -77,6 +75,12 @@ class RolesHost(Protocol):
     def stats(self) -> Counter[str]: ...
 
     def log(self, text: str) -> None: ...
+
+    def follow(self, queue: str) -> None:
+        """Follow the queue (already following: a waiting fetch loop retries at once)."""
+
+    def stop_following(self, queue: str) -> int | None:
+        """Stop following; the high watermark the replica knew (None: none heard)."""
 
 
 class NodeRoles:
@@ -127,10 +131,7 @@ class NodeRoles:
                         shell.moved(partial(gate.leader.in_sync_committed, record.in_sync))
                     return
                 self._close(queue, f"epoch {record.epoch} began")
-            high_watermark: int | None = None
-            follower = host.followers.pop(queue, None)
-            if follower is not None:
-                high_watermark = follower.stop()
+            high_watermark = host.stop_following(queue)
             if self._led_before(queue, record):
                 self._new_epoch(queue, record)
                 return
@@ -140,10 +141,8 @@ class NodeRoles:
         if shell is not None:
             epoch = record.epoch if record is not None else "none"
             self._close(queue, f"node {host.id} no longer leads the queue (epoch {epoch})")
-        if (record is not None and record.replicated and host.id in record.members
-                and queue not in host.followers):
-            host.followers[queue] = FollowerLoop(host.id, queue, host.fs, f"/queues/{queue}",
-                                                 host.rng, host.max_sync_delay)
+        if record is not None and record.replicated and host.id in record.members:
+            host.follow(queue)
 
     def _led_before(self, queue: str, record: QueueRecord) -> bool:
         """ReplicaRoles._led_before: this copy already led the record's epoch."""

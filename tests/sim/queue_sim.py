@@ -5,9 +5,10 @@ fault and every client action, so a seed replays exactly
 (`python -m tests.sim --scenario queues --seed N`). Three `QueueNode`s
 (queue_node.py) run Raft for the metadata (the real `MetadataState`), the
 controller (liveness, failover through `choose_leader`), and per queue a
-`LeaderReplica` or a `FollowerLoop` driving the pure cores of
-`replication/queue/`. They share one simulated network (network.py: loss,
-duplication, delays hence reordering, one-way and two-way partitions) that
+`LeaderReplica` or a follower replica run by the shipped `FollowerFetchDriver`
+(replication/queue/follower_fetch_driver.py) over simulated ports. They
+share one simulated network (network.py: loss, duplication, delays hence
+reordering, one-way and two-way partitions) that
 carries Raft, heartbeats, proposals, replication and forwarded publishes
 alike; a crashed node's links break at once (the controller's link grace).
 Clients (queue_clients.py) publish with confirms and consume with acks
@@ -305,9 +306,9 @@ class QueueSimulation:
         if shell.gate.high_watermark != end:
             return f"{name}: high watermark {shell.gate.high_watermark} below {end}"
         for member in record.members:
-            follower = self.nodes[member].followers.get(name)
+            follower = self.nodes[member].follower_replica(name)
             if member != record.leader_node and (
-                    follower is None or follower.replica.next_offset != end):
+                    follower is None or follower.next_offset != end):
                 return f"{name}: {member} has not caught up to {end}"
         return None
 
@@ -325,9 +326,9 @@ class QueueSimulation:
                 return (f"{name}: {shell.core.message_count} ready, "
                         f"{shell.core.unacked_count} unacked on {record.leader_node}")
             for member in record.members:
-                follower = self.nodes[member].followers.get(name)
+                follower = self.nodes[member].follower_replica(name)
                 if follower is not None and \
-                        follower.replica.acked_version != shell.gate.acked_version:
+                        follower.acked_version != shell.gate.acked_version:
                     return f"{name}: {member} has not taken the latest acks"
         return None
 
@@ -338,8 +339,10 @@ class QueueSimulation:
             ledger.check_final()
             record = self._record(name)
             assert record is not None and record.leader_node is not None
-            followers = {member: self.nodes[member].followers[name].replica.log
-                         for member in record.members if name in self.nodes[member].followers}
+            replicas = {member: self.nodes[member].follower_replica(name)
+                        for member in record.members}
+            followers = {member: replica.log for member, replica in replicas.items()
+                         if replica is not None}
             check_replicas(ledger, record.leader_node,
                            self.nodes[record.leader_node].leaders[name], followers)
 
@@ -351,11 +354,10 @@ class QueueSimulation:
             roles = ", ".join(
                 [f"{q} leader e{s.epoch} end={s.log.next_offset} hw={s.gate.high_watermark}"
                  for q, s in sorted(node.leaders.items())]
-                + [f"{q} follower end={f.replica.next_offset} start={f.replica.log_start}"
-                   for q, f in sorted(node.followers.items())])
+                + [f"{q} follower end={f.next_offset} start={f.log_start}"
+                   for (_, q), f in sorted(node.followers.replicas().items())])
             final[node.id] = f"{raft.role.value} term={raft.term}; {roles}"
-            for follower in node.followers.values():
-                self.stats.update(follower.stats)
+            self.stats.update(node.followers.stats)
         for node in self.nodes.values():
             self.stats["elections"] += node.controller.elections
         queues = {name: ledger.summary() for name, ledger in self.ledgers.items()}

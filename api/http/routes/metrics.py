@@ -14,7 +14,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator
 
-from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -24,6 +24,7 @@ from prometheus_client.core import (
 )
 
 from api.http.api_context import ApiContext
+from api.http.auth import metrics_reader
 from logbroker.queue.fsync_stats import FSYNC_STATS, FsyncStats
 
 router = APIRouter(tags=["metrics"])
@@ -144,7 +145,7 @@ def app_registry(app: FastAPI) -> CollectorRegistry:
     return registry
 
 
-@router.get("/metrics", response_class=Response,
+@router.get("/metrics", response_class=Response, dependencies=[Depends(metrics_reader)],
             responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
                              "description": "Prometheus text exposition format"}})
 async def metrics(request: Request) -> Response:

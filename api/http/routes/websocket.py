@@ -49,6 +49,12 @@ async def websocket_endpoint(socket: WebSocket) -> None:
     except BrokerError as error:
         await _refuse(socket, CLOSE_FORBIDDEN, error.text)
         return
+    refusal = ctx.broker.connections.refusal(
+        vhost, ctx.broker.state.vhost_limit(vhost, "max-connections"))
+    if refusal is not None:  # the node's and the vhost's limits count every protocol
+        logger.warning("WebSocket from %s: %s", socket.client, refusal)
+        await _refuse(socket, CLOSE_TRY_AGAIN, refusal)
+        return
     connection_id = f"ws:{next(_serial)}"
     peer = socket.client
     ctx.broker.connections.add(ConnectionInfo(

@@ -3,6 +3,8 @@ connection limit, and the message size, against a real broker with pika and http
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,8 +13,9 @@ from pathlib import Path
 import httpx
 import pika
 import pytest
+import websockets
 
-from tests.integration.conftest import BrokerProcess, start_broker
+from tests.integration.conftest import BrokerProcess, start_broker, wait_for
 
 
 def connect(broker: BrokerProcess) -> pika.BlockingConnection:
@@ -125,3 +128,59 @@ def test_the_cli_sets_lists_and_clears_parameters(broker: BrokerProcess) -> None
     assert unknown.returncode == 1 and "no-such-component" in unknown.stderr
     assert cli("clear-vhost-limits").returncode == 0
     assert "vhost-limits" not in cli("list", "parameters").stdout
+
+
+def test_metrics_are_open_by_default_and_can_require_a_login(
+        broker: BrokerProcess, tmp_path: Path) -> None:
+    assert httpx.get(f"{broker.url}/metrics").status_code == 200
+    guarded = start_broker(tmp_path / "data", "--metrics-auth")
+    try:
+        assert httpx.get(f"{guarded.url}/metrics").status_code == 401
+        scraped = httpx.get(f"{guarded.url}/metrics", auth=("guest", "guest"))
+        assert scraped.status_code == 200 and "logbroker_" in scraped.text
+    finally:
+        guarded.stop()
+
+
+def test_connections_that_never_log_in_are_bounded(tmp_path: Path) -> None:
+    broker = start_broker(tmp_path / "data", "--max-pending-handshakes", "3")
+    silent = [socket.create_connection(("127.0.0.1", broker.amqp_port)) for _ in range(3)]
+    try:
+        wait_for(lambda: _dropped(broker), "a fourth silent connection to be dropped", 10)
+        assert broker.log().count("have not finished their handshake") == 1
+    finally:
+        for sock in silent:
+            sock.close()
+    with connect(broker):  # once they are gone, clients get in again
+        pass
+    broker.stop()
+
+
+def _dropped(broker: BrokerProcess) -> bool:
+    """A new connection that says nothing is closed by the broker at once."""
+    with socket.create_connection(("127.0.0.1", broker.amqp_port), timeout=5) as sock:
+        sock.settimeout(2)
+        try:
+            return sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except TimeoutError:  # still waiting for our protocol header: admitted
+            return False
+
+
+def test_websockets_count_under_the_vhost_connection_limit(
+        broker: BrokerProcess, admin: httpx.Client) -> None:
+    assert admin.put("/api/vhost-limits/%2F/max-connections",
+                     json={"value": 1}).status_code == 204
+
+    async def second_is_refused() -> tuple[int, str]:
+        url = f"ws://127.0.0.1:{broker.http_port}/ws?user=guest&password=guest"
+        async with websockets.connect(url) as first:
+            await first.ping()
+            async with websockets.connect(url) as second:
+                with pytest.raises(websockets.ConnectionClosed) as closed:
+                    await second.recv()
+                return closed.value.rcvd.code, closed.value.rcvd.reason  # type: ignore[union-attr]
+
+    code, reason = asyncio.run(second_is_refused())
+    assert code == 1013 and "connection limit (1) is reached for vhost '/'" in reason

@@ -1,14 +1,17 @@
 """A follower copying a backlog rests between fetches; an in-sync one never does
-(queue_followers.py, `CATCH_UP_LAG`).
+(replication/queue/follower_fetch.py, `FetchTiming.catch_up_lag`), run by the shipped
+driver over the cluster's ports.
 
 Three nodes in one process, as in test_cluster_nodes.py (whose `cluster` fixture this uses).
 """
 
+import dataclasses
+
 import pytest
 
-from logbroker.cluster import queue_followers
 from logbroker.cluster.cluster_node import ClusterNode
 from logbroker.metadata import PutPolicy
+from replication.queue.follower_fetch import FollowerEffect, FollowerFetch, WaitUntil
 from tests.unit.logbroker.cluster.test_cluster_nodes import cluster as cluster  # the fixture
 from tests.unit.logbroker.cluster.test_cluster_nodes import (
     persistent,
@@ -24,16 +27,17 @@ async def test_a_follower_far_behind_rests_between_fetches(
     cluster: dict[str, ClusterNode], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     a, c = cluster["a"], cluster["c"]
-    monkeypatch.setattr(queue_followers, "CATCH_UP_LAG", 20)
-    rests: list[float] = []
-    rest = queue_followers.QueueFollowers._rest
+    c.followers.driver.timing = dataclasses.replace(c.followers.driver.timing, catch_up_lag=20)
+    rests: list[int] = []
+    synced = FollowerFetch.synced
 
-    async def recorded(self: queue_followers.QueueFollowers, key: tuple[str, str],
-                       seconds: float) -> None:
-        if self is c.followers:
-            rests.append(seconds)
-        await rest(self, key, seconds)
-    monkeypatch.setattr(queue_followers.QueueFollowers, "_rest", recorded)
+    def recorded(self: FollowerFetch, now_ms: int, next_offset: int) -> list[FollowerEffect]:
+        effects = synced(self, now_ms, next_offset)
+        if self.node == "c":
+            rests.extend(e.at_ms - now_ms for e in effects
+                         if isinstance(e, WaitUntil) and e.at_ms > now_ms)
+        return effects
+    monkeypatch.setattr(FollowerFetch, "synced", recorded)
     # Ten records per fetch, so the copy takes several fetches.
     await a.broker.apply(PutPolicy("/", "small-sync", "^backlog$", "queues", 0,
                                    {"ha-mode": "all", "ha-sync-batch-size": 10}))
@@ -51,7 +55,7 @@ async def test_a_follower_far_behind_rests_between_fetches(
     c.followers.follow("/", "backlog")
     await wait_for(lambda: (c.followers.copy_status("/", "backlog") or (0, 0))[0] == 230,
                    "c's copy to catch up", 15.0)
-    assert len(rests) >= 5 and all(0 < seconds <= 0.5 for seconds in rests)
+    assert len(rests) >= 5 and all(0 < ms <= 500 for ms in rests)
     resting = len(rests)
     assert await publish(a.broker, "backlog", persistent(b"after"))
     await wait_for(lambda: (c.followers.copy_status("/", "backlog") or (0, 0))[0] == 231,
