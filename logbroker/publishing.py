@@ -172,7 +172,7 @@ class Publisher:
                 if admission is Admission.ACCEPT:
                     accepted.append(message)
                     continue
-                refused.setdefault(index, shell.admissions.refusal)
+                refused.setdefault(index, shell.refusal)
                 if admission is Admission.REJECT_DEAD_LETTER:
                     dead_letters.append((index, turn, shell))
             if accepted:

@@ -9,11 +9,11 @@ maximum length).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable
 
 from logbroker.queue.delivery_sink import DeliverySink
 from logbroker.queue.publisher_flow import PublisherFlow
+from segments.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["HOLD_WAIT_MAX_S", "FlowGate", "FlowSample", "of_connection", "take_pending",
            "wait_for_holds"]
@@ -24,13 +24,9 @@ HOLD_WAIT_MAX_S = 2.0  # a held reader's backstop: a queue's hold ends by itself
 FlowSample = Callable[[], tuple[int, int, int]]
 
 
-def _monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
 class FlowGate:
     def __init__(self, sample: FlowSample, flow: PublisherFlow | None = None,
-                 clock: Callable[[], int] = _monotonic_ms, enabled: bool = True) -> None:
+                 clock: Clock = SYSTEM_CLOCK, enabled: bool = True) -> None:
         """`enabled` False: the queue never holds its publishers (the node's config)."""
         self.flow = flow or PublisherFlow()
         self.enabled = enabled
@@ -50,7 +46,7 @@ class FlowGate:
             if not self.enabled:
                 return None
             ready, consumers, delivered = self._sample()
-            if not self.flow.should_hold(ready, consumers, delivered, self._clock()):
+            if not self.flow.should_hold(ready, consumers, delivered, self._clock.monotonic_ms()):
                 return None
             hold = self._hold = asyncio.get_running_loop().create_future()
             self._arm()
@@ -63,7 +59,7 @@ class FlowGate:
         if self._hold is None:
             return
         ready, consumers, delivered = self._sample()
-        if self.flow.should_release(ready, consumers, delivered, self._clock()):
+        if self.flow.should_release(ready, consumers, delivered, self._clock.monotonic_ms()):
             self.release()
         elif self._timer is None:
             self._arm()
@@ -75,15 +71,15 @@ class FlowGate:
             self._timer = None
         hold, self._hold = self._hold, None
         if self.flow.holding:
-            self.flow.should_release(0, 0, self._sample()[2], self._clock())
+            self.flow.should_release(0, 0, self._sample()[2], self._clock.monotonic_ms())
         if hold is not None and not hold.done():
             hold.set_result(None)
 
     def _arm(self) -> None:
-        deadline_ms = self.flow.next_check_ms(self._clock())
+        deadline_ms = self.flow.next_check_ms(self._clock.monotonic_ms())
         if deadline_ms is None:
             return
-        delay_s = max(0.0, (deadline_ms - self._clock()) / 1000)
+        delay_s = max(0.0, (deadline_ms - self._clock.monotonic_ms()) / 1000)
         self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
 
     def _on_timer(self) -> None:

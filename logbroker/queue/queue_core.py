@@ -23,9 +23,14 @@ RabbitMQ semantics kept here:
   expired message is dead-lettered (`expired`) or dropped;
 - `x-max-length` / `x-max-length-bytes` count ready messages; `drop-head`
   drops (or dead-letters, `maxlen`) from the front, `reject-publish(-dlx)`
-  refuses the publish before it is written (`admit`);
+  refuses the publish before it is written (`admit`): `LengthLimit` decides;
 - `x-expires` deletes a queue that had no consumer, no get and no redeclare
   for that long.
+
+A publish enters in two steps: `admit` (before it is written; it counts
+against the length limit from then on) and, once written, `enqueue` (or
+`enqueue_many` for a written batch), in offset order, which makes it ready;
+`admitted_written` says an admitted publish is written (or failed).
 
 Invariants: ready, unacked and settled are disjoint; `ready_bytes` is the
 sum of the sizes of ready messages; a consumer's `unacked` equals the number
@@ -34,7 +39,7 @@ of unacked entries it owns (while it exists).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from logbroker.queue.consumers import Consumer, ConsumerRoster
@@ -46,9 +51,9 @@ from logbroker.queue.effects import (
     QueueExpired,
     with_settles,
 )
-from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta, MessageMetaTable
-from logbroker.queue.queue_intake import QueueIntake
-from logbroker.queue.queue_limits import QueueLimits
+from logbroker.queue.length_limit import LengthLimit
+from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta, MessageMetaTable, MetaRun
+from logbroker.queue.queue_limits import Admission, QueueLimits
 from logbroker.queue.ready_set import FifoReadySet, PriorityReadySet
 
 
@@ -68,7 +73,7 @@ class _Unacked:
     redelivered: bool  # the flag this delivery carried
 
 
-class QueueCore(QueueIntake):
+class QueueCore:
     def __init__(
         self,
         limits: QueueLimits,
@@ -78,7 +83,8 @@ class QueueCore(QueueIntake):
         next_offset: int = 0,
         now_ms: int = 0,
     ) -> None:
-        self.limits = limits
+        self.limits = limits  # also the length limit's; `set_limits` changes both
+        self.length = LengthLimit(limits)
         self.max_priority = max_priority
         self._ready: FifoReadySet | PriorityReadySet
         if max_priority is None:
@@ -159,9 +165,65 @@ class QueueCore(QueueIntake):
     def expires_at_ms(self, offset: int) -> int:
         return self._meta.expires_at_ms(offset)
 
-    def meta(self, offset: int) -> MessageMeta:
-        return MessageMeta(self._meta.size_bytes(offset), self._meta.expires_at_ms(offset),
-                           self._meta.priority(offset))
+    # ---------------------------------------------------------------- intake
+
+    def admit(self, size_bytes: int) -> Admission:
+        """Whether a publish of `size_bytes` may be written (reject-publish limits); an
+        accepted one counts against them until `admitted_written`."""
+        return self.length.admit(size_bytes, len(self._ready), self.ready_bytes)
+
+    def admit_all(self, sizes: Sequence[int]) -> bool:
+        """Admit a whole batch at once if no limit can refuse any of it (else False:
+        `admit` each in turn)."""
+        return self.length.admit_all(sizes)
+
+    def admitted_written(self, count: int, total_bytes: int) -> None:
+        """`count` admitted publishes of `total_bytes` are written (or failed to be)."""
+        self.length.written(count, total_bytes)
+
+    def enqueue(self, offset: int, meta: MessageMeta, delivered_before: bool = False
+                ) -> list[Effect]:
+        """The message at `offset` is in the log: make it ready (and enforce drop-head).
+
+        `delivered_before`: it may have been delivered already (by a replicated queue's
+        previous leader), so it goes out flagged redelivered."""
+        self._meta.append(offset, meta)
+        if delivered_before:
+            self._delivered_before.add(offset)
+        self._ready.add_new(offset, meta.priority)
+        self.next_offset = offset + 1
+        self.ready_bytes += meta.size_bytes
+        return self._enforce_length()
+
+    def enqueue_many(self, first_offset: int, run: MetaRun, delivered_below: int = 0
+                     ) -> list[Effect]:
+        """`enqueue` for the consecutive offsets from `first_offset` (one written batch);
+        those below `delivered_below` may have been delivered before."""
+        if self.length.drops_per_message:
+            return [effect for index, meta in enumerate(run) for effect in self.enqueue(
+                first_offset + index, meta, first_offset + index < delivered_below)]
+        self._meta.extend(first_offset, run)
+        self._ready.add_new_run(first_offset, run.priorities)
+        end = first_offset + len(run)
+        self._delivered_before.update(range(first_offset, min(end, delivered_below)))
+        self.next_offset = end
+        self.ready_bytes += sum(run.sizes)
+        return []
+
+    def set_limits(self, limits: QueueLimits) -> list[Effect]:
+        """A policy changed: apply the new limits to the messages already queued."""
+        self.limits = limits
+        self.length.set_limits(limits)
+        return self._enforce_length()
+
+    def _enforce_length(self) -> list[Effect]:
+        if not self.length.over(len(self._ready), self.ready_bytes):
+            return []  # the usual case, once per message made ready
+        effects: list[Effect] = []
+        settled: list[int] = []
+        while self.length.over(len(self._ready), self.ready_bytes):
+            self._discard(self._take_ready(), DeadLetterReason.MAXLEN, effects, settled)
+        return with_settles(effects, settled)
 
     # ------------------------------------------------------------- consumers
 

@@ -29,7 +29,7 @@ from logbroker.queue.replica_setup import ReplicaSetup, open_gate
 from logbroker.queue.replication_gate import ReplicationGate
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
-from segments.log import Log
+from segments.log import Log, LogConfig
 
 
 @dataclass
@@ -44,9 +44,11 @@ class OpenedQueue:
 
 
 def open_queue_files(settings: QueueSettings, fs: FileSystem, directory: str,
-                     replica: ReplicaSetup | None, now_ms: int) -> OpenedQueue:
+                     replica: ReplicaSetup | None, now_ms: int,
+                     log_config: LogConfig | None = None) -> OpenedQueue:
+    """`log_config`: the segment log's (None: the default; the simulation's is small)."""
     fs.makedirs(directory)
-    log = Log.open(fs, os.path.join(directory, "log"))
+    log = Log.open(fs, os.path.join(directory, "log"), log_config)
     cursor = CursorLog.open(fs, os.path.join(directory, "cursor"))
     mark = DeliveryMark.open(fs, directory, log.next_offset)
     # Acks can reach the disk before the records they ack (transient messages are

@@ -1,10 +1,12 @@
 """The I/O shell of one queue: QueueCore + its segment log + its cursor log.
 
-Theory of operation. A publish is admitted by the core, appended to the log
-through a GroupCommitter (resolving once durable under the queue's fsync
-policy), then made ready in the core in offset order (`queue_appends.py`, a
-mixin of this class). Every call into the core
-returns effects, which `EffectRunner` carries out strictly in order:
+Theory of operation. A publish is admitted, appended to the log through a
+GroupCommitter (resolving once durable under the queue's fsync policy), made
+ready in the core in offset order and confirmed by the `AppendPipeline` this
+shell holds (on a replicated queue's leader, both wait for the high
+watermark, which the pipeline applies as the `ReplicationGate` releases it).
+Every call into the core returns effects, which `EffectRunner` carries out
+strictly in order:
 
 - `Deliver`: take the message from the record cache (records just written, or
   read ahead from the log) and hand it to the consumer's sink;
@@ -24,12 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from logbroker.errors import BrokerError
 from logbroker.message import Message
-from logbroker.queue.admissions import Admissions
+from logbroker.queue.append_pipeline import AppendPipeline
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.delivery_mark import DeliveryMark
 from logbroker.queue.delivery_sink import DeliverySink, RecordSink
@@ -44,10 +45,12 @@ from logbroker.queue.effects import (
 )
 from logbroker.queue.flow_gate import FlowGate
 from logbroker.queue.group_commit import GroupCommitter
-from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta
+from logbroker.queue.held_acks import HeldAcks
+from logbroker.queue.held_messages import HeldMessages
+from logbroker.queue.message_meta import NO_EXPIRY
 from logbroker.queue.publisher_flow import PublisherFlow
-from logbroker.queue.queue_appends import QueueAppends
 from logbroker.queue.queue_core import ConsumerRefused, QueueCore
+from logbroker.queue.queue_limits import Admission
 from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_stats import AppendWaiters, QueueCounters
@@ -62,6 +65,7 @@ from logbroker.queue.record_cache import RecordCache
 from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import GateFenced, ReplicationGate
 from logbroker.queue.settle_writer import SettleWriter
+from segments.clock import SYSTEM_CLOCK, Clock
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
 from segments.log import AppendResult, Log
@@ -70,22 +74,16 @@ from segments.record_batch import LogRecord, Record, RecordBatch
 __all__ = ["DeliverySink", "QueueSettings", "QueueShell", "ReplicaSetup"]
 logger = logging.getLogger(__name__)
 
-HELD_ACKS_MAX = 1_000_000  # beyond it an isolated leader's acks are dropped: redelivered
-
-
 DeadLetterCallback = Callable[["QueueShell", Message, DeadLetterReason], Awaitable[None]]
 ExpiredCallback = Callable[["QueueShell"], None]
 UnusedCallback = Callable[["QueueShell"], None]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class QueueShell(QueueAppends):
+class QueueShell:
     def __init__(
         self, settings: QueueSettings, fs: FileSystem, directory: str, log: Log,
         cursor: CursorLog, core: QueueCore, delivery_mark: DeliveryMark,
+        held: HeldMessages | None = None, clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
         self._fs = fs
@@ -96,11 +94,12 @@ class QueueShell(QueueAppends):
         self._committer: GroupCommitter[Sequence[Record], AppendResult] = GroupCommitter(
             log, settings.fsync_policy, after_write=self._pump_if_scheduled)
         self._settler = SettleWriter(fs, log, cursor, self._committer,
-                                     lambda: self.settings.retention, self._settled)
+                                     lambda: self.settings.retention, self._settled, clock)
         self._sinks: dict[str, DeliverySink] = {}
         self._record_sinks: dict[str, RecordSink] = {}  # those of `_sinks` that take them
-        self._appended: dict[int, MessageMeta] = {}
-        self.admissions = Admissions(settings.name, lambda: self.clock())  # clock: see below
+        # The core's time: the injected clock's wall reading, since expiry is computed
+        # from it and must outlive a restart.
+        self.clock: Callable[[], int] = clock.wall_ms
         self._records = RecordCache(log)
         self._delivery_mark = delivery_mark
         self._pump_scheduled: asyncio.Handle | None = None
@@ -113,18 +112,19 @@ class QueueShell(QueueAppends):
         self.had_consumers = False  # auto-delete applies only once a consumer came
         self.counters = QueueCounters()
         self.appends = AppendWaiters()
-        self.clock: Callable[[], int] = _now_ms
+        self._pipeline = AppendPipeline(lambda: self.settings, core, self._committer,
+                                        self._records, held or HeldMessages(), clock,
+                                        self._made_ready)
         # Set for a replicated queue's leader: readiness and confirms wait for the
         # high watermark (replication_gate).
         self.replication: ReplicationGate | None = None
-        self._held_delivered_below = 0  # see queue_opening
-        self._held_acks: list[int] = []  # acks taken while cut off from the controller
+        self._held_acks = HeldAcks()  # acks taken while cut off from the controller
         # Publishers wait while this queue's consumers catch up (publisher_flow).
         flow = settings.publisher_flow
         self.flow_gate = FlowGate(lambda: (self.core.message_count, self.core.consumer_count,
                                            self.counters.delivered),
                                   PublisherFlow(flow) if flow is not None else None,
-                                  enabled=flow is not None)
+                                  clock, enabled=flow is not None)
 
     @property
     def name(self) -> str:
@@ -134,21 +134,63 @@ class QueueShell(QueueAppends):
 
     @classmethod
     def open(cls, settings: QueueSettings, fs: FileSystem, directory: str,
-             replica: ReplicaSetup | None = None) -> QueueShell:
+             replica: ReplicaSetup | None = None, clock: Clock = SYSTEM_CLOCK) -> QueueShell:
         """Open (or create) the queue's files and rebuild its state from them
         (queue_opening); `replica` makes this the leader of a replicated queue."""
-        opened = open_queue_files(settings, fs, directory, replica, _now_ms())
+        opened = open_queue_files(settings, fs, directory, replica, clock.wall_ms())
         shell = cls(settings, fs, directory, opened.log, opened.cursor, opened.core,
-                    opened.mark)
+                    opened.mark, HeldMessages(opened.held, opened.held_delivered_below), clock)
         if opened.gate is not None:
             shell.replication = opened.gate
-            shell._appended = opened.held
-            shell._held_delivered_below = opened.held_delivered_below
+            shell._pipeline.replicate(opened.gate)
             opened.gate.on_rejoin = shell._apply_held_acks
-            opened.gate.on_high_watermark = lambda _: shell._release_held()
         return shell
 
     # --------------------------------------------------------------- publish
+
+    def admit(self, message: Message) -> Admission:
+        """Admit a publish; an accepted one must be followed by `append(message)`, and
+        counts against reject-publish limits until written (`AppendPipeline`)."""
+        return self._pipeline.admit(message)
+
+    def admit_many(self, messages: Sequence[Message]) -> list[Admission] | None:
+        """`admit` for each of `messages` in order; None when all are accepted (a queue
+        without reject-publish limits: the usual case, decided once for the batch)."""
+        return self._pipeline.admit_many(messages)
+
+    @property
+    def refusal(self) -> str:
+        """Why the last refused publish was refused (the REST answer says it)."""
+        return self._pipeline.refusals.last
+
+    def append(self, message: Message) -> asyncio.Future[int]:
+        """Send an admitted message to the log now; the future gives its offset.
+
+        The message is queued for the log during this call, so the order of
+        `append` calls is the order of the log, however the callers' tasks are
+        scheduled. It becomes deliverable as soon as it is written, as on
+        RabbitMQ; the future (the publisher's confirm) resolves once it is durable
+        under the queue's fsync policy. A single node has no failover that could
+        take a written message back; replicated queues keep the high-watermark
+        rule (DESIGN.md section 6).
+        """
+        return self._pipeline.append_many([message])
+
+    def append_many(self, messages: Sequence[Message]) -> asyncio.Future[int]:
+        """`append` for several admitted messages at once: one write, one future.
+
+        The future gives the first message's offset; the others follow it.
+        """
+        return self._pipeline.append_many(messages)
+
+    def _made_ready(self, effects: list[Effect], count: int) -> None:
+        """`count` more messages are ready (with the core's effects of making them so):
+        wake the log's followers and the deliveries."""
+        if effects:
+            self._run(effects)
+        self.counters.published += count
+        self.appends.notify()
+        self.schedule_pump()
 
     def hold_publisher(self, connection_id: str) -> asyncio.Future[None] | None:
         """What a connection that just published here must wait for (publisher_flow)."""
@@ -176,17 +218,14 @@ class QueueShell(QueueAppends):
     def ack(self, offsets: Sequence[int]) -> None:
         gate = self.replication
         if gate is not None and not gate.settles:
-            # A fenced leader settles nothing (the new leader redelivers); an isolated
-            # one holds the acks until it knows whether it still leads.
-            if gate.fenced is None and len(self._held_acks) < HELD_ACKS_MAX:
-                self._held_acks.extend(offsets)
+            self._held_acks.hold(offsets, fenced=gate.fenced is not None)
             return
         self.counters.acked += len(offsets)
         self._run(self.core.ack(offsets))
         self.schedule_pump()
 
     def _apply_held_acks(self) -> None:
-        held, self._held_acks = self._held_acks, []
+        held = self._held_acks.take()
         if held and not self.closed:
             self.ack(held)
 

@@ -6,8 +6,13 @@ ready for consumers, and its publish is confirmed, only once it is below
 the high watermark: persisted by every in-sync replica. The shell hands
 written records here (`wrote`) and durable ones (`persisted`); followers'
 fetches (`logbroker.cluster.replica_feed`) move the high watermark through
-the `ReplicationLeader` core, and every move releases the confirms and the
-held messages below it (`on_high_watermark`, set by the shell).
+the `ReplicationLeader` core (`moved`). The gate does not release anything
+itself: it says what a move lets go, a `Release` (the high watermark, and
+whether the in-sync set is as large as the queue needs), returned to the
+shell from `persisted` and handed to the shell's `ReleaseListener` after a
+move made by someone else (a fetch, an in-sync change); the shell applies it
+(`append_pipeline`): held messages below it become ready, the publishes it
+passed are confirmed, or nacked when the in-sync set is too small.
 
 Fencing: once the queue's epoch has moved on the gate is `fenced`, and
 while this node has lost the controller for the session timeout it is
@@ -24,10 +29,12 @@ holds, read at the moment of delivery. A leader paused past its lease may have
 been replaced, and a delivery then could repeat, unflagged, what the new leader
 redelivered and saw acked.
 
-Invariants: confirms resolve in offset order, never above the high
-watermark, and never while the in-sync set is smaller than `min-in-sync`
-(those are nacked: the high watermark passed them with too few copies); a
-fenced gate stays fenced (the shell closes soon after).
+Invariants: the high watermark never goes back; every move of it reaches
+the shell (returned from `persisted`, handed to the listener by `moved`), and
+applying a release again changes nothing; a `Release` carries a refusal
+whenever the in-sync set is smaller than `min-in-sync` (the publishes it
+passed are nacked: too few copies); a fenced gate stays fenced and tells its
+listener once (the shell closes soon after).
 """
 
 from __future__ import annotations
@@ -35,10 +42,32 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from logbroker.queue.queue_stats import AppendWaiters
 from replication.queue.epoch_history import EpochHistory
 from replication.queue.replication_leader import ReplicationLeader
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """What the gate lets go: every message below `high_watermark`. Their publishes are
+    confirmed, unless `refusal` says the in-sync set is smaller than the queue needs
+    (then they are nacked: written and deliverable, but not confirmed)."""
+
+    high_watermark: int
+    refusal: str | None
+
+
+class ReleaseListener(Protocol):
+    """The shell's side of the gate: where releases and the fence go."""
+
+    def release(self, release: Release) -> None: ...
+
+    def abandon(self, reason: str) -> None:
+        """The gate is fenced: nothing waiting for it will be confirmed."""
+        ...
 
 
 class ReplicationGate:
@@ -53,13 +82,11 @@ class ReplicationGate:
         # version a follower got from an earlier leader is older than any of ours.
         self.acked_version = leader.epoch << 32
         self.sync_batch_size = 4096
-        self.on_high_watermark: Callable[[int], None] | None = None
+        self.listener: ReleaseListener | None = None
         self.on_rejoin: Callable[[], None] | None = None  # acks held while isolated
         # Whether this node may still deliver as this epoch's leader (None: no lease,
         # a standalone node's queue).
         self.lease: Callable[[], bool] | None = None
-        self._confirms: collections.deque[tuple[int, asyncio.Future[int], int]] = (
-            collections.deque())
         # tx.commits waiting for followers to hold the acked ranges of a version:
         self._ack_waiters: collections.deque[tuple[int, asyncio.Future[None]]] = (
             collections.deque())
@@ -107,10 +134,8 @@ class ReplicationGate:
     def fence(self, reason: str) -> None:
         if self.fenced is None:
             self.fenced = reason
-            for _, future, _ in self._confirms:
-                if not future.done():
-                    future.set_exception(GateFenced(reason))
-            self._confirms.clear()
+            if self.listener is not None:
+                self.listener.abandon(reason)
             for _, waiter in self._ack_waiters:
                 if not waiter.done():
                     waiter.set_exception(GateFenced(reason))
@@ -123,20 +148,15 @@ class ReplicationGate:
         self.leader.leader_wrote(next_offset)
         self.changes.notify()
 
-    def persisted(self, next_offset: int) -> None:
-        self._moved(lambda: self.leader.leader_persisted(next_offset))
+    def persisted(self, next_offset: int) -> Release:
+        """The leader's log is durable below `next_offset`: what the gate lets go now
+        (for the shell to apply; the high watermark may have moved with it)."""
+        self._move(lambda: self.leader.leader_persisted(next_offset))
         self.changes.notify()  # followers may copy it now
+        return self.current_release()
 
-    def confirm_when_replicated(self, base_offset: int, next_offset: int
-                                ) -> asyncio.Future[int]:
-        """A future giving `base_offset` once the high watermark reaches `next_offset`."""
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        if self.fenced is not None:
-            future.set_exception(GateFenced(self.fenced))
-        else:
-            self._confirms.append((next_offset, future, base_offset))
-            self._release(self.high_watermark)
-        return future
+    def current_release(self) -> Release:
+        return Release(self.high_watermark, self.leader.publish_refusal())
 
     def acks_grew(self, ack_floor: int) -> None:
         self.acked_version += 1
@@ -165,39 +185,23 @@ class ReplicationGate:
 
     # --------------------------------------------------------- from the feed
 
-    def moved(self, change: Callable[[], object]) -> None:
-        """Run a change to the core (a fetch, an in-sync commit) and release what it allows."""
-        self._moved(change)
+    def moved(self, change: Callable[[], object]) -> Release | None:
+        """Run a change to the core (a fetch, an in-sync commit); when it moves the high
+        watermark, the listener applies the release, which is also returned."""
+        release = self._move(change)
+        if release is not None and self.listener is not None:
+            self.listener.release(release)
+        return release
 
-    def _moved(self, change: Callable[[], object]) -> None:
+    def _move(self, change: Callable[[], object]) -> Release | None:
         before = self.leader.high_watermark
         change()
         if self._ack_waiters:  # a fetch's acked version, or a smaller in-sync set
             self._release_acks()
-        after = self.leader.high_watermark
-        if after > before:
-            self._release(after)
-            self.changes.notify()  # followers learn the new high watermark
-            if self.on_high_watermark is not None:
-                self.on_high_watermark(after)
-
-    def _release(self, high_watermark: int) -> None:
-        """Settle the confirms below `high_watermark`: confirmed if the in-sync set they
-        were counted over is as large as the queue needs; nacked otherwise (Kafka's
-        NOT_ENOUGH_REPLICAS_AFTER_APPEND), since the high watermark then passed them
-        with fewer copies than `min-in-sync` promises. A nacked message stays in the
-        log and may be delivered: the publisher learns only that it is not confirmed."""
-        if not self._confirms or self._confirms[0][0] > high_watermark:
-            return
-        refusal = self.leader.publish_refusal()
-        while self._confirms and self._confirms[0][0] <= high_watermark:
-            _, future, base_offset = self._confirms.popleft()
-            if future.done():
-                continue
-            if refusal is None:
-                future.set_result(base_offset)
-            else:
-                future.set_exception(NotEnoughReplicas(refusal))
+        if self.leader.high_watermark <= before:
+            return None
+        self.changes.notify()  # followers learn the new high watermark
+        return self.current_release()
 
     def close(self, reason: str) -> None:
         self.fence(reason)

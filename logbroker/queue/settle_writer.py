@@ -13,12 +13,12 @@ under the log's committer, unlinked off the event loop.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from logbroker.queue.fsync_policy import FsyncPolicy
 from logbroker.queue.group_commit import GroupCommitter
 from logbroker.queue.retention import Retention, SegmentSummary, reclaim_floor
+from segments.clock import SYSTEM_CLOCK, Clock
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
 from segments.log import AppendResult, Log, delete_detached
@@ -32,8 +32,9 @@ class SettleWriter:
     def __init__(self, fs: FileSystem, log: Log, cursor: CursorLog,
                  log_committer: GroupCommitter[Sequence[Record], AppendResult],
                  retention: Callable[[], Retention],
-                 on_settled: Callable[[int], None]) -> None:
+                 on_settled: Callable[[int], None], clock: Clock = SYSTEM_CLOCK) -> None:
         self._fs = fs
+        self._clock = clock  # wall time: retention ages segments by their records' time
         self._log = log
         self._cursor = cursor
         self._log_committer = log_committer
@@ -81,7 +82,7 @@ class SettleWriter:
         if self._reclaiming or self.closed:
             return
         summaries = [SegmentSummary(*s) for s in self._log.segment_summaries()]
-        floor = reclaim_floor(summaries, self._cursor.ack_floor, int(time.time() * 1000),
+        floor = reclaim_floor(summaries, self._cursor.ack_floor, self._clock.wall_ms(),
                               self._retention())
         if floor > self._log.log_start_offset:
             self._reclaiming = True

@@ -7,13 +7,15 @@ recovered with what may have been delivered flagged, the messages above the
 high watermark held, and flagged too when released if they may have been
 delivered), here with small log segments. The `ReplicationGate` is
 used as is (`wrote`, `persisted`, `moved`, `acks_grew`, `fence`, `isolate` /
-`rejoin`). Around them it mirrors the rest of `QueueShell`, synchronously:
-held messages released into the core only below the high watermark
-(`_release_held`), confirms only once the high watermark passes a publish (the
-gate's `confirm_when_replicated`, whose futures need an event loop:
-`_release_confirms` does the same after every change that may move the high
-watermark), acks dropped by a fenced leader but held (up to `HELD_ACKS_MAX`)
-by an isolated one and applied when it rejoins (`ack`, `_apply_held_acks`),
+`rejoin`), and so are `HeldMessages`, which makes written messages ready in
+the core only below the high watermark, `WaitingConfirms`, which lets
+publishes go only once the high watermark passes them, and `HeldAcks`, which
+keeps an isolated leader's acks until it rejoins. Around them it mirrors the
+rest of `QueueShell`, synchronously: the gate's `Release`s applied as
+`AppendPipeline.release` does (held messages made ready, then the confirms
+the high watermark passed, nacked when the in-sync set was too small; the
+pipeline resolves futures, which need an event loop), held acks applied when
+the leader rejoins (`ack`, `_apply_held_acks`),
 settles written to the cursor log by a group commit and then `acks_grew`, and
 retention deleting settled segments (`reclaim_settled`).
 
@@ -24,24 +26,24 @@ between loses them.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
-from unittest import mock
 
-from logbroker.queue import queue_opening
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.effects import Deliver, Effect, Settle
-from logbroker.queue.message_meta import MessageMeta
+from logbroker.queue.held_acks import HeldAcks
+from logbroker.queue.held_messages import HeldMessages
+from logbroker.queue.message_meta import MessageMeta, MetaRun
 from logbroker.queue.queue_limits import QueueLimits
 from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
-from logbroker.queue.queue_shell import HELD_ACKS_MAX
 from logbroker.queue.replica_setup import ReplicaSetup
+from logbroker.queue.replication_gate import Release
 from logbroker.queue.retention import Retention, SegmentSummary, reclaim_floor
-from segments.filesystem import FileSystem
-from segments.log import Log, LogConfig
+from logbroker.queue.waiting_confirms import WaitingConfirms
+from segments.log import LogConfig
 from segments.memory_filesystem import MemoryFileSystem
 from segments.record_batch import Record
 
@@ -74,14 +76,6 @@ class LeaderHooks(Protocol):
     def stats(self) -> Counter[str]: ...
 
 
-class _SmallSegmentLog:
-    """`Log` inside `open_queue_files`, with the simulation's small segments."""
-
-    @staticmethod
-    def open(fs: FileSystem, directory: str, config: LogConfig | None = None) -> Log:
-        return Log.open(fs, directory, config or QUEUE_LOG_CONFIG)
-
-
 @dataclass
 class _Pending:
     next_offset: int
@@ -97,20 +91,20 @@ class LeaderReplica:
         self.closed = False
         self._payloads: dict[int, bytes] = {}
         settings = QueueSettings(VHOST, queue, durable=True, limits=QueueLimits())
-        with mock.patch.object(queue_opening, "Log", _SmallSegmentLog):
-            opened = open_queue_files(settings, fs, directory, setup, hooks.now_ms)
+        opened = open_queue_files(settings, fs, directory, setup, hooks.now_ms,
+                                  QUEUE_LOG_CONFIG)
         assert opened.gate is not None
         self.log, self.cursor, self.mark = opened.log, opened.cursor, opened.mark
-        self.core, self.gate, self._appended = opened.core, opened.gate, opened.held
-        self._held_delivered_below = opened.held_delivered_below
+        self.core, self.gate = opened.core, opened.gate
+        self._held = HeldMessages(opened.held, opened.held_delivered_below)
         self._sinks: dict[str, ConsumerSink] = {}
         self._unsynced: list[_Pending] = []  # written, waiting for the log's fsync
-        self._confirms: deque[_Pending] = deque()  # durable here, waiting for the hw
+        self._confirms: WaitingConfirms[_Pending] = WaitingConfirms()  # durable, wait for the hw
         self._settles: list[tuple[int, int]] = []
-        self._held_acks: list[int] = []  # acks taken while cut off from the controller
+        self._held_acks = HeldAcks()  # acks taken while cut off from the controller
         self._reported = self.log.log_start_offset  # committed offsets given to the checker
         self.changes = 0  # bumped on what wakes a long-polling fetch (gate.changes)
-        self.gate.on_high_watermark = lambda _: self._release_held()
+        self.gate.listener = self
         self.gate.on_rejoin = self._apply_held_acks
         self._report_committed()
 
@@ -121,7 +115,7 @@ class LeaderReplica:
     @property
     def held(self) -> int:
         """Messages written but not handed to the core yet (above the high watermark)."""
-        return len(self._appended)
+        return len(self._held)
 
     @property
     def fenced(self) -> str | None:
@@ -150,9 +144,10 @@ class LeaderReplica:
         result = self.log.append([Record(payload, self.hooks.now_ms)])
         self.gate.wrote(result.next_offset)
         self.changes += 1
-        self._appended[result.base_offset] = MessageMeta(len(payload))
         self._payloads[result.base_offset] = payload
-        self._release_held()
+        self._made_ready(self._held.written(self.core, result.base_offset,
+                                            MetaRun.of([MessageMeta(len(payload))]),
+                                            self.gate.high_watermark))
         self._unsynced.append(_Pending(result.next_offset, publish))
 
     def flush(self) -> None:
@@ -163,35 +158,37 @@ class LeaderReplica:
             self.log.sync()
             durable, self._unsynced = self._unsynced, []
             for pending in durable:
-                self.gate.persisted(pending.next_offset)
-                self._confirms.append(pending)
-                self._release_confirms()
+                release = self.gate.persisted(pending.next_offset)
+                if self.gate.fenced is not None:
+                    self.hooks.confirm(self.queue, pending.publish, False)  # GateFenced
+                else:
+                    self._confirms.add(pending.next_offset, pending)
+                self.release(release)
             self.changes += 1
         self._flush_settles()
 
     def moved(self, change: Callable[[], object]) -> None:
-        """`gate.moved` (a fetch, an in-sync commit), then the confirms it allows."""
+        """`gate.moved` (a fetch, an in-sync commit): a release comes to `release`."""
         self.gate.moved(change)
-        self._release_confirms()
 
-    def _release_confirms(self) -> None:
-        hw = self.gate.high_watermark
-        self._report_committed()
-        while self._confirms and self._confirms[0].next_offset <= hw:
-            self.hooks.confirm(self.queue, self._confirms.popleft().publish, True)
+    def release(self, release: Release) -> None:
+        """What the gate let go (`AppendPipeline.release`): held messages below the high
+        watermark become ready, then the confirms it passed resolve."""
+        self._made_ready(self._held.release(self.core, release.high_watermark))
+        for pending in self._confirms.passed(release.high_watermark):
+            self.hooks.confirm(self.queue, pending.publish, release.refusal is None)
 
-    def _release_held(self) -> None:
-        """Ready below the high watermark, in offset order (QueueShell._release_held)."""
-        limit = self.gate.high_watermark
+    def abandon(self, reason: str) -> None:
+        """The gate is fenced (`AppendPipeline.abandon`): nothing waiting is confirmed."""
+        for pending in self._confirms.take_all():
+            self.hooks.confirm(self.queue, pending.publish, False)  # GateFenced
+
+    def _made_ready(self, released: tuple[int, list[Effect]]) -> None:
+        count, effects = released
         self._report_committed()
-        released = False
-        while self.core.next_offset in self._appended and self.core.next_offset < limit:
-            offset = self.core.next_offset
-            self._run(self.core.enqueue(offset, self._appended.pop(offset),
-                                        offset < self._held_delivered_below))
-            released = True
+        self._run(effects)
         self.changes += 1
-        if released:
+        if count:
             self.pump()
 
     def _report_committed(self) -> None:
@@ -219,17 +216,14 @@ class LeaderReplica:
     def ack(self, offsets: list[int]) -> None:
         gate = self.gate
         if not gate.settles:
-            # A fenced leader settles nothing (the new leader redelivers); an isolated
-            # one holds the acks until it knows whether it still leads.
-            if gate.fenced is None and len(self._held_acks) < HELD_ACKS_MAX:
-                self._held_acks.extend(offsets)
+            self._held_acks.hold(offsets, fenced=gate.fenced is not None)
             return
         self._run(self.core.ack(offsets))
         self.pump()
 
     def _apply_held_acks(self) -> None:
         """QueueShell._apply_held_acks (`gate.on_rejoin`)."""
-        held, self._held_acks = self._held_acks, []
+        held = self._held_acks.take()
         if held and not self.closed:
             self.hooks.stats["held_acks_applied"] += len(held)
             self.ack(held)
@@ -279,9 +273,9 @@ class LeaderReplica:
             sink.cancelled(self)
         self._flush_settles()
         self.closed = True
-        for pending in [*self._unsynced, *self._confirms]:
+        for pending in [*self._unsynced, *self._confirms.take_all()]:
             self.hooks.confirm(self.queue, pending.publish, False)  # GateFenced
-        self._unsynced, self._confirms = [], deque()
+        self._unsynced = []
         self.mark.close()  # a clean stop knows exactly
         self.log.close()
         self.cursor.close()

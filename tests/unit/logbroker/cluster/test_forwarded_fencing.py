@@ -22,6 +22,7 @@ from logbroker.queue.consumers import Consumer
 from logbroker.queue.message_meta import MessageMeta
 from logbroker.queue.queue_core import QueueCore
 from logbroker.queue.queue_limits import QueueLimits
+from logbroker.queue.replication_gate import Release
 from tests.unit.logbroker.cluster.test_cluster_nodes import (
     RecordingSink,
     persistent,
@@ -55,14 +56,14 @@ async def test_a_publish_forwarded_to_a_leader_fenced_meanwhile_is_nacked_withou
     await _replicated_on_a(cluster, "fenced")
     gate = shell_of(a, "fenced").replication
     assert gate is not None
-    real_confirm = gate.confirm_when_replicated
+    real_persisted = gate.persisted
 
-    def fenced_first(base_offset: int, next_offset: int) -> asyncio.Future[int]:
+    def fenced_first(next_offset: int) -> Release:
         # The epoch moves on between the write and its confirm.
         gate.fence("a newer epoch was elected")
-        return real_confirm(base_offset, next_offset)
+        return real_persisted(next_offset)
 
-    monkeypatch.setattr(gate, "confirm_when_replicated", fenced_first)
+    monkeypatch.setattr(gate, "persisted", fenced_first)
     message = persistent(b"too late")
     message.routing_key = "fenced"
     with caplog.at_level(logging.INFO):

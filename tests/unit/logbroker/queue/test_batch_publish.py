@@ -4,9 +4,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logbroker.message import Message, Properties, records_of
-from logbroker.queue.admissions import Admissions
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.effects import Deliver
+from logbroker.queue.length_limit import LengthLimit
 from logbroker.queue.message_meta import MessageMeta, MetaRun, meta_of, metas_of
 from logbroker.queue.queue_core import QueueCore
 from logbroker.queue.queue_limits import Overflow, QueueLimits
@@ -45,11 +45,14 @@ def test_enqueue_many_is_enqueue_one_by_one(
 
 
 def test_accepts_all_only_without_a_reject_publish_limit() -> None:
-    assert QueueCore(QueueLimits()).accepts_all()
-    assert QueueCore(QueueLimits(max_length=1, overflow=Overflow.DROP_HEAD)).accepts_all()
-    assert not QueueCore(QueueLimits(max_length=1, overflow=Overflow.REJECT_PUBLISH)).accepts_all()
-    assert not QueueCore(QueueLimits(max_length_bytes=9,
-                                     overflow=Overflow.REJECT_PUBLISH_DLX)).accepts_all()
+    assert LengthLimit(QueueLimits()).accepts_all
+    assert LengthLimit(QueueLimits(max_length=1, overflow=Overflow.DROP_HEAD)).accepts_all
+    assert not LengthLimit(QueueLimits(max_length=1, overflow=Overflow.REJECT_PUBLISH)).accepts_all
+    assert not LengthLimit(QueueLimits(max_length_bytes=9,
+                                       overflow=Overflow.REJECT_PUBLISH_DLX)).accepts_all
+    limit = LengthLimit(QueueLimits())
+    limit.set_limits(QueueLimits(max_length=1, overflow=Overflow.REJECT_PUBLISH))  # a policy
+    assert not limit.accepts_all and not limit.drops_per_message
 
 
 expirations = st.sampled_from([None, "", "0", "250", "1000", "abc", "-5"])
@@ -82,10 +85,11 @@ def test_records_of_is_to_record_each_and_shares_equal_headers() -> None:
     assert records[1].headers is not records[2].headers
 
 
-def test_admitted_all_counts_as_admitted_each() -> None:
-    messages = [Message("", "q", b"x" * size) for size in (3, 0, 9)]
-    together, one_by_one = Admissions("q", lambda: 0), Admissions("q", lambda: 0)
-    together.admitted_all(messages)
-    for message in messages:
-        one_by_one.admitted(message)
-    assert (together.count, together.bytes) == (one_by_one.count, one_by_one.bytes) == (3, 12)
+def test_admit_all_counts_as_admit_each() -> None:
+    sizes = (3, 0, 9)
+    together, one_by_one = QueueCore(QueueLimits()), QueueCore(QueueLimits())
+    assert together.admit_all(list(sizes))
+    for size in sizes:
+        one_by_one.admit(size)
+    assert ((together.length.pending_count, together.length.pending_bytes)
+            == (one_by_one.length.pending_count, one_by_one.length.pending_bytes) == (3, 12))

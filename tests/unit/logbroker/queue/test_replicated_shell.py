@@ -102,7 +102,7 @@ async def test_too_few_in_sync_replicas_refuse_publishes() -> None:
     shell = QueueShell.open(SETTINGS, MemoryFileSystem(), "/q",
                             ReplicaSetup("n1", 1, MEMBERS, ("n1",)))
     assert shell.admit(message(b"x")) is Admission.REJECT
-    refusal = shell.admissions.refusal  # the REST answer says why
+    refusal = shell.refusal  # the REST answer says why
     assert "in-sync" in refusal and "x-overflow" not in refusal
     await shell.close()
 
@@ -162,4 +162,29 @@ async def test_settles_are_durable_once_every_in_sync_follower_holds_them() -> N
     gate.fence("epoch 3 began")
     with pytest.raises(GateFenced):
         await shell.settles_durable()
+    await shell.close()
+
+
+@pytest.mark.asyncio
+async def test_an_isolated_leader_holds_its_acks_until_it_rejoins_and_a_fenced_one_drops_them(
+) -> None:
+    shell = QueueShell.open(SETTINGS, MemoryFileSystem(), "/q",
+                            ReplicaSetup("n1", 1, MEMBERS, MEMBERS))
+    gate = shell.replication
+    assert gate is not None
+    await write(shell, 3)
+    for follower in ("n2", "n3"):
+        fetch(gate, follower, 3)
+    offsets = [offset for offset, _ in drain(shell)]
+    assert offsets == [0, 1, 2]
+    gate.isolate("the node lost the controller")
+    shell.ack([0])
+    assert shell.core.unacked_count == 3  # held: maybe another leader settles them now
+    gate.rejoin()  # still this epoch's leader: the held ack counts
+    assert (shell.core.unacked_count, shell.counters.acked) == (2, 1)
+    gate.isolate("the node lost the controller again")
+    shell.ack([1])
+    gate.fence("epoch 2 began")  # replaced: nothing held counts, the new leader redelivers
+    gate.rejoin()
+    assert (shell.core.unacked_count, shell.counters.acked) == (2, 1)
     await shell.close()
