@@ -84,11 +84,20 @@ class Timers(Protocol):
 
 
 class ControllerPorts(Protocol):
-    metadata: MetadataView
-    proposer: Proposer
-    status: StatusAsker
-    handovers: Handovers
-    timers: Timers
+    @property
+    def metadata(self) -> MetadataView: ...
+
+    @property
+    def proposer(self) -> Proposer: ...
+
+    @property
+    def status(self) -> StatusAsker: ...
+
+    @property
+    def handovers(self) -> Handovers: ...
+
+    @property
+    def timers(self) -> Timers: ...
 
 
 def log_notice(level: int, text: str) -> None:

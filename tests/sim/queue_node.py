@@ -17,7 +17,9 @@ the gate of the same epoch, and only while the metadata is current
 Proposals go through `Proposals` (queue_proposals.py, `ReplicatedMetadata
 .propose`). `NodeFeed` (queue_feed.py, `ReplicaFeed`) answers fetches, long
 polls included, and proposes the leaders' in-sync changes. Every node sends heartbeats to
-the Raft leader; the leader runs the `Controller`. A node that has not heard
+the Raft leader, and runs the shipped controller (logbroker/cluster/controller.py, its
+`ControllerDriver`) over the simulation's ports (sim_ports.py), as `ClusterNode` does:
+heartbeats heard, links lost and restored, leadership taken, a beat. A node that has not heard
 from the Raft leader for the session timeout isolates the gates of the queues
 it leads (`ClusterNode._check_isolation`: `gate.isolate`): no publishes, acks
 held; hearing it again, `gate.rejoin` applies the held acks.
@@ -32,6 +34,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
+from logbroker.cluster.controller import Controller, ControllerConfig
+from logbroker.cluster.controller_driver import ControllerDriver
 from logbroker.metadata import (
     Command,
     MetadataError,
@@ -57,7 +61,6 @@ from replication.raft import (
 from replication.raft.messages import Message
 from segments.memory_filesystem import MemoryFileSystem
 from tests.sim.cluster_sim import LOG_CONFIG as RAFT_LOG_CONFIG
-from tests.sim.queue_controller import Controller, address_of
 from tests.sim.queue_feed import NodeFeed
 from tests.sim.queue_follower import FollowerLoop
 from tests.sim.queue_leader import LeaderHooks, LeaderReplica
@@ -74,8 +77,11 @@ from tests.sim.queue_messages import (
 )
 from tests.sim.queue_proposals import Proposals, decode_command
 from tests.sim.queue_roles import NodeRoles
+from tests.sim.sim_ports import SimClock, SimControllerPorts, address_of
 
 VHOST = "/"
+STATUS_TIMEOUT = 8  # ticks: the status answers an election waits for
+LINK_CHECK_SLACK = 1  # ticks: the check after a broken link's grace
 PASSWORD_HASH = hash_password("guest", b"salt")
 
 
@@ -117,7 +123,7 @@ class QueueNode:
         self.state = MetadataState()
         self.started_at = 0
         self.restart_at = 0
-        self.controller = Controller(node_id, config.session_timeout, config.link_grace)
+        self.controller = self._controller()
         self.leaders: dict[str, LeaderReplica] = {}
         self.followers: dict[str, FollowerLoop] = {}
         self.feed = NodeFeed(self)
@@ -168,6 +174,19 @@ class QueueNode:
 
     # ------------------------------------------------------------- node life
 
+    def _controller(self) -> ControllerDriver:
+        """The shipped controller core and driver, over this node's simulated ports."""
+        config = self.config
+        core = Controller(ControllerConfig(self.id, config.session_timeout, config.link_grace,
+                                           STATUS_TIMEOUT, LINK_CHECK_SLACK))
+        self._ports = SimControllerPorts(self)
+        return ControllerDriver(core, self._ports, SimClock(self.world),
+                                lambda level, text: self.log(f"{self.id} controller: {text}"))
+
+    @property
+    def elections(self) -> int:
+        return self.controller.core.failover.elections
+
     def start(self) -> None:
         self.storage = RaftStorage.open(self.fs, "/raft", RAFT_LOG_CONFIG)
         restored = self.storage.load()
@@ -177,8 +196,7 @@ class QueueNode:
         self.applied_index = self.applying_index = 0
         self.roles = NodeRoles(self, self._metadata_current)
         self.started_at = self.now
-        self.controller = Controller(self.id, self.config.session_timeout,
-                                     self.config.link_grace)
+        self.controller = self._controller()
         self._next_beat = self.now + self.world.rng.randint(0, self.config.heartbeat_every)
         self._controller_heard = self.now
 
@@ -190,7 +208,7 @@ class QueueNode:
         self.followers.clear()
         self.feed = NodeFeed(self)
         self.proposals = Proposals(self)
-        self.controller.crash()
+        self.controller.stop()
         self.raft = self.storage = None
         self.restart_at = restart_at
 
@@ -210,9 +228,9 @@ class QueueNode:
             self._controller_heard = self.now  # a new term: count the silence from now
             if ready.soft_state.role is Role.LEADER:
                 self.log(f"{self.id} leads Raft term {raft.term}")
-                self.controller.liveness.took_over(
-                    raft.membership.nodes, self.now,
-                    [n for n in raft.membership.nodes if n not in self.world.connected(self.id)])
+                connected = self.world.connected(self.id)
+                self.controller.took_over(frozenset(
+                    n for n in raft.membership.nodes if n not in connected))
                 if self.state.vhost(VHOST) is None and not self.state.users():
                     for command in bootstrap_commands(PASSWORD_HASH):
                         self.propose(command)
@@ -300,7 +318,7 @@ class QueueNode:
                 self._controller_heard = self.now
             raft.step(message)
         elif isinstance(message, Heartbeat):
-            self.controller.liveness.heard(address_of(message.source), self.now)
+            self.controller.heard(address_of(message.source))
         elif isinstance(message, Fetch):
             self.feed.fetch(message)
         elif isinstance(message, FetchAnswer):
@@ -311,7 +329,7 @@ class QueueNode:
             self.world.send(StatusAnswer(self.id, message.source, message.request,
                                          self.replica_status(message.queue)))
         elif isinstance(message, StatusAnswer):
-            self.controller.on_status(message.request, message.status)
+            self._ports.status.answered(message.request, message.status)
         elif isinstance(message, Propose):
             self.proposals.serve(message.source, message.request, message.data)
         elif isinstance(message, ProposeAnswer):
@@ -347,10 +365,9 @@ class QueueNode:
             self._check_isolation()
             self.roles.catch_up()
             if raft.role is Role.LEADER:
-                self.controller.beat(self)
+                self.controller.beat(address_of(self.id))
             elif raft.leader_id is not None:
                 self.world.send(Heartbeat(self.id, raft.leader_id))
-        self.controller.tick(self)
         self.feed.in_sync_tick()
         for follower in list(self.followers.values()):
             follower.tick(self.now, self.state, self.request_id, self.world.send)
@@ -374,16 +391,8 @@ class QueueNode:
 
     def link_lost(self, peer: str) -> None:
         """The transport lost its link to `peer` (ClusterNode._peer_changed)."""
-        self.controller.liveness.link_lost(peer, self.now)
-        self.world.later(self.config.link_grace + 1, self._check_liveness)
+        self.controller.link_lost(peer)
 
     def link_restored(self, peer: str) -> None:
-        self.controller.liveness.link_restored(peer)
-
-    def _check_liveness(self) -> None:
-        if self.raft is not None and self.raft.role is Role.LEADER:
-            self.controller.check(self)
-
-    def send_status_request(self, request: StatusRequest) -> None:
-        self.world.send(request)
+        self.controller.link_restored(peer)
 

@@ -188,8 +188,11 @@ class QueueSimulation:
             return
         for name, members in self.placements.items():
             if node.state.queue(VHOST, name) is None:
+                # The replica count keeps the shipped controller's replica mover from
+                # shrinking the set to the default of one.
                 node.propose(DeclareQueue(VHOST, name, durable=True, leader_node=members[0],
-                                          members=members))
+                                          members=members,
+                                          arguments={"x-queue-replicas": len(members)}))
 
     # ------------------------------------------------------------- chaos
 
@@ -357,7 +360,7 @@ class QueueSimulation:
             for follower in node.followers.values():
                 self.stats.update(follower.stats)
         for node in self.nodes.values():
-            self.stats["elections"] += node.controller.elections
+            self.stats["elections"] += node.elections
         queues = {name: ledger.summary() for name, ledger in self.ledgers.items()}
         for name in self.ledgers:
             record = self._record(name)
