@@ -39,6 +39,7 @@ from typing import Any
 
 from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig
+from logbroker.cluster.asyncio_ports import LoopTimers, TaskSet
 from logbroker.cluster.cluster_membership import ClusterMembership
 from logbroker.cluster.cluster_rpc import INTERNAL_ERROR, ClusterRpc
 from logbroker.cluster.cluster_settings import ClusterSettings
@@ -46,12 +47,10 @@ from logbroker.cluster.controller import Controller, ControllerConfig
 from logbroker.cluster.controller_driver import ControllerDriver
 from logbroker.cluster.controller_ports import (
     AsyncioControllerPorts,
-    LoopTimers,
     RaftMetadataView,
     RpcStatusAsker,
     TaskHandovers,
     TaskProposer,
-    TaskSet,
 )
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.leader_lease import LeaderLease, quorum_heard_ms
@@ -212,6 +211,7 @@ class ClusterNode:
                 await self._broker.roles.settle()
             await self.followers.stop_all()
             await self._broker.close()
+        await self.metadata.stop()
         if self._driver is not None:
             await self._driver.stop()
         await self.transport.stop()

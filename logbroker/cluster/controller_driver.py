@@ -9,16 +9,15 @@ into core events with a fresh `ClusterView`, and carries the returned
 effects out through the ports, in order.
 
 Invariants:
-- the core is entered by one call at a time: a port that answers at once
-  (a local status, a refused proposal) queues its event, which runs after
-  the effects of the current one;
+- the core is entered by one call at a time (`SerialCalls`): a port that
+  answers at once (a local status, a refused proposal) queues its event,
+  which runs after the effects of the current one;
 - after `stop`, nothing reaches the core and no effect is carried out.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
@@ -41,6 +40,7 @@ from logbroker.cluster.controller_events import (
     TookOver,
 )
 from logbroker.cluster.liveness import NodeAddress
+from logbroker.cluster.serial_calls import SerialCalls
 from logbroker.metadata import Command, MetadataState
 from replication.queue.failover import ReplicaStatus
 from segments.clock import Clock
@@ -111,9 +111,7 @@ class ControllerDriver:
         self._ports = ports
         self._clock = clock
         self._notice = notice
-        self._queue: deque[Callable[[ClusterView], list[ControllerEffect]]] = deque()
-        self._running = False
-        self._stopped = False
+        self._calls = SerialCalls()
 
     # ------------------------------------------------------------ the calls
 
@@ -136,8 +134,7 @@ class ControllerDriver:
         self._step(TookOver(disconnected))
 
     def stop(self) -> None:
-        self._stopped = True
-        self._queue.clear()
+        self._calls.stop()
 
     # ------------------------------------------------------------- the loop
 
@@ -145,18 +142,11 @@ class ControllerDriver:
         self._run(lambda view: self.core.step(event, view))
 
     def _run(self, call: Callable[[ClusterView], list[ControllerEffect]]) -> None:
-        if self._stopped:
-            return
-        self._queue.append(call)
-        if self._running:
-            return  # the loop below takes it after the current call's effects
-        self._running = True
-        try:
-            while self._queue and not self._stopped:
-                for effect in self._queue.popleft()(self._view()):
+        def run() -> None:
+            for effect in call(self._view()):
+                if not self._calls.stopped:
                     self._carry_out(effect)
-        finally:
-            self._running = False
+        self._calls.run(run)
 
     def _view(self) -> ClusterView:
         metadata = self._ports.metadata

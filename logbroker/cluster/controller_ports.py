@@ -2,18 +2,18 @@
 
 Each port turns one effect into an asyncio task or timer whose outcome calls
 back into the driver; none decides anything. `TaskSet` holds every task
-they start, so stopping the node cancels them all (a cancelled task calls
-nothing back).
+they start (`TaskSet`, asyncio_ports.py), so stopping the node cancels them
+all (a cancelled task calls nothing back).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from logbroker.cluster.asyncio_ports import TaskSet
 from logbroker.cluster.cluster_rpc import ClusterRpc
 from logbroker.cluster.controller_driver import (
     Done,
@@ -28,33 +28,8 @@ from logbroker.cluster.replicated_metadata import ReplicatedMetadata
 from logbroker.errors import BrokerError
 from logbroker.metadata import Command, MetadataState
 from replication.queue.failover import ReplicaStatus
-from segments.clock import Clock
 
 logger = logging.getLogger(__name__)
-
-
-class TaskSet:
-    """Tasks started for the cluster node, cancelled together when it stops."""
-
-    def __init__(self) -> None:
-        self._tasks: set[asyncio.Future[Any]] = set()
-
-    def spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.warning("cluster task failed: %s", task.exception())
-
-    async def cancel_all(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _reporting(work: Awaitable[Any], on_done: Done) -> None:
@@ -144,29 +119,6 @@ class TaskHandovers(Handovers):
 
     def transfer(self, vhost: str, queue: str, target: str | None, on_done: Done) -> None:
         self.tasks.spawn(_reporting(self.transfer_queue(vhost, queue, target), on_done))
-
-
-class LoopTimers:
-    """Timers on the running event loop, in the clock's monotonic milliseconds."""
-
-    def __init__(self, clock: Clock) -> None:
-        self._clock = clock
-        self._handles: set[asyncio.TimerHandle] = set()
-
-    def call_at(self, at_ms: int, action: Callable[[], None]) -> None:
-        delay_s = max(0, at_ms - self._clock.monotonic_ms()) / 1000
-        handle: asyncio.TimerHandle
-
-        def fire() -> None:
-            self._handles.discard(handle)
-            action()
-        handle = asyncio.get_running_loop().call_later(delay_s, fire)
-        self._handles.add(handle)
-
-    def cancel_all(self) -> None:
-        for handle in self._handles:
-            handle.cancel()
-        self._handles.clear()
 
 
 @dataclass
