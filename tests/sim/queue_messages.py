@@ -77,6 +77,7 @@ class ProposeAnswer:
     request: int
     ok: bool
     reason: str = ""
+    index: int = 0  # where the leader applied it (ok): the proposer waits to apply it too
 
 
 @dataclass(frozen=True, slots=True)

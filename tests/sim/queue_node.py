@@ -14,14 +14,16 @@ metadata is not current, `_metadata_current`). `QueueInSyncChanged` goes to
 the gate of the same epoch, and only while the metadata is current
 (`Broker._in_sync_changed`).
 
-Proposals go through `Proposals` (queue_proposals.py, `ReplicatedMetadata
-.propose`). `NodeFeed` (queue_feed.py, `ReplicaFeed`) answers fetches, long
-polls included, and proposes the leaders' in-sync changes. Every node sends heartbeats to
-the Raft leader, and runs the shipped controller (logbroker/cluster/controller.py, its
-`ControllerDriver`) over the simulation's ports (sim_ports.py), as `ClusterNode` does:
-heartbeats heard, links lost and restored, leadership taken, a beat. A node that has not heard
-from the Raft leader for the session timeout isolates the gates of the queues
-it leads (`ClusterNode._check_isolation`: `gate.isolate`): no publishes, acks
+Proposals go through the shipped `ProposalDriver` and `MetadataProposals`
+core (`ReplicatedMetadata.propose`) over simulated ports (sim_ports.py).
+`NodeFeed` (queue_feed.py, `ReplicaFeed`) answers fetches, long polls
+included, and proposes the leaders' in-sync changes. Every node sends
+heartbeats to the Raft leader, and runs the shipped controller
+(logbroker/cluster/controller.py, its `ControllerDriver`) over the
+simulation's ports, as `ClusterNode` does: heartbeats heard, links lost and
+restored, leadership taken, a beat. A node that has not heard from the Raft
+leader for the session timeout isolates the gates of the queues it leads
+(`ClusterNode._check_isolation`: `gate.isolate`): no publishes, acks
 held; hearing it again, `gate.rejoin` applies the held acks.
 """
 
@@ -36,6 +38,8 @@ from typing import Protocol
 
 from logbroker.cluster.controller import Controller, ControllerConfig
 from logbroker.cluster.controller_driver import ControllerDriver
+from logbroker.cluster.metadata_proposals import MetadataProposals
+from logbroker.cluster.proposal_driver import ProposalDriver
 from logbroker.metadata import (
     Command,
     MetadataError,
@@ -44,6 +48,7 @@ from logbroker.metadata import (
     QueueInSyncChanged,
     QueuePlacementChanged,
     bootstrap_commands,
+    encode_command,
     hash_password,
 )
 from logbroker.metadata.events import Event
@@ -75,13 +80,22 @@ from tests.sim.queue_messages import (
     StatusAnswer,
     StatusRequest,
 )
-from tests.sim.queue_proposals import Proposals, decode_command
 from tests.sim.queue_roles import NodeRoles
-from tests.sim.sim_ports import SimClock, SimControllerPorts, address_of
+from tests.sim.sim_ports import (
+    SimClock,
+    SimControllerPorts,
+    SimProposalPorts,
+    SimRaftProposer,
+    address_of,
+    answer_message,
+    decode_command,
+)
 
 VHOST = "/"
 STATUS_TIMEOUT = 8  # ticks: the status answers an election waits for
 LINK_CHECK_SLACK = 1  # ticks: the check after a broken link's grace
+PROPOSE_TIMEOUT = 30  # ticks: a proposal's answer, at the latest
+PROPOSE_RETRY = 1  # ticks: a proposal that found no leader tries again
 PASSWORD_HASH = hash_password("guest", b"salt")
 
 
@@ -127,7 +141,7 @@ class QueueNode:
         self.leaders: dict[str, LeaderReplica] = {}
         self.followers: dict[str, FollowerLoop] = {}
         self.feed = NodeFeed(self)
-        self.proposals = Proposals(self)
+        self.proposals = self._proposals()
         self.applied_index = 0  # the Raft driver's (its Applier's)
         self.applying_index = 0  # ReplicatedMetadata's: the entry being applied
         self.roles = NodeRoles(self, self._metadata_current)
@@ -183,6 +197,13 @@ class QueueNode:
         return ControllerDriver(core, self._ports, SimClock(self.world),
                                 lambda level, text: self.log(f"{self.id} controller: {text}"))
 
+    def _proposals(self) -> ProposalDriver:
+        """The shipped proposals core and driver, over this node's simulated ports."""
+        self._raft_proposer = SimRaftProposer(self)
+        self._proposal_ports = SimProposalPorts(self, self._raft_proposer)
+        return ProposalDriver(MetadataProposals(PROPOSE_TIMEOUT, PROPOSE_RETRY),
+                              self._proposal_ports, SimClock(self.world))
+
     @property
     def elections(self) -> int:
         return self.controller.core.failover.elections
@@ -207,7 +228,8 @@ class QueueNode:
         self.leaders.clear()
         self.followers.clear()
         self.feed = NodeFeed(self)
-        self.proposals = Proposals(self)
+        self.proposals.stop()
+        self.proposals = self._proposals()
         self.controller.stop()
         self.raft = self.storage = None
         self.restart_at = restart_at
@@ -235,7 +257,7 @@ class QueueNode:
                     for command in bootstrap_commands(PASSWORD_HASH):
                         self.propose(command)
             else:
-                self.proposals.leadership_lost()
+                self._raft_proposer.leadership_lost()
 
     def _apply(self, ready: Ready) -> None:
         """The driver's `Applier.apply` for each entry: the state machine's `apply`
@@ -255,7 +277,8 @@ class QueueNode:
                     self._react(events)
                     self.roles.catch_up()
             self.applied_index = entry.index
-            self.proposals.applied(entry, ok, reason)
+            self._raft_proposer.applied(entry, ok, reason)
+            self._proposal_ports.applied_through(entry.index)
 
     def _react(self, events: tuple[Event, ...]) -> None:
         """Broker.react: role moves, in-sync sets to the gates."""
@@ -303,7 +326,15 @@ class QueueNode:
     # ------------------------------------------------------------- proposals
 
     def propose(self, command: Command, done: Callable[[bool], None] | None = None) -> None:
-        self.proposals.propose(command, done)
+        """ReplicatedMetadata.propose: checked here first, then the shipped driver."""
+        try:
+            self.state.check(command)
+        except MetadataError:
+            if done is not None:
+                done(False)
+            return
+        self.proposals.propose(encode_command(command),
+                               lambda error: done(error is None) if done is not None else None)
 
     def send(self, message: ClusterMessage) -> None:
         self.world.send(message)
@@ -331,9 +362,11 @@ class QueueNode:
         elif isinstance(message, StatusAnswer):
             self._ports.status.answered(message.request, message.status)
         elif isinstance(message, Propose):
-            self.proposals.serve(message.source, message.request, message.data)
+            source, request = message.source, message.request
+            self._raft_proposer.serve(message.data, lambda outcome: self.world.send(
+                answer_message(self.id, source, request, outcome)))
         elif isinstance(message, ProposeAnswer):
-            self.proposals.answered(message.request, message.ok, message.reason)
+            self._proposal_ports.answered(message)
         elif isinstance(message, ForwardedPublish):
             self.publish_here(message.queue, message.publish, message.payload)
 
@@ -372,7 +405,6 @@ class QueueNode:
         for follower in list(self.followers.values()):
             follower.tick(self.now, self.state, self.request_id, self.world.send)
         self.feed.wake_parked()
-        self.proposals.tick()
 
     def _check_isolation(self) -> None:
         """ClusterNode._check_isolation: no publishes on the queues led here, acks held,
