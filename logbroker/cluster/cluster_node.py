@@ -96,7 +96,7 @@ class ClusterNode:
         self.rng = rng or random.Random()
         self.rpc = ClusterRpc(self._send_frame, self._on_raft)
         self.metadata = ReplicatedMetadata(settings.node_name, self.rpc,
-                                           settings.proposal_timeout_s)
+                                           settings.proposal_timeout_s, clock)
         self.transport = ClusterTransport(
             settings.node_name, settings.secret, host=settings.bind_host,
             port=settings.cluster_port, on_frame=self.rpc.on_frame,
@@ -105,7 +105,9 @@ class ClusterNode:
         self._broker: Broker | None = None
         self.tasks = TaskSet()
         self._heartbeat: asyncio.Future[None] | None = None
-        self.membership = ClusterMembership(self)
+        self.membership = ClusterMembership(
+            settings.node_name, self.rpc, self.metadata, lambda: self.driver,
+            self.transport.connected_peers, self.address, settings.proposal_timeout_s, clock)
         self.remote_queues = RemoteQueueRegistry(self)
         self.queue_host = QueueHost(self)
         self.followers = QueueFollowers(self)
