@@ -53,6 +53,7 @@ from logbroker.cluster.controller_ports import (
     TaskProposer,
 )
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.isolation import Isolation
 from logbroker.cluster.leader_lease import LeaderLease, quorum_heard_ms
 from logbroker.cluster.liveness import NodeAddress
 from logbroker.cluster.queue_failover import QueueFailover
@@ -117,7 +118,7 @@ class ClusterNode:
         self.controller = self._build_controller()
         self.started_ms = clock.wall_ms()  # the failover rule prefers the longest running node
         # Monotonic: a process that was stopped must see the silence it slept through.
-        self._controller_heard_ms = clock.monotonic_ms()
+        self.isolation = Isolation(settings.session_timeout_ms, clock.monotonic_ms())
         # The leader's commit index as it answered us since the last leader change (Raft's
         # read index): this node's metadata is current once it has applied that much.
         self._confirmed_commit: int | None = None
@@ -244,7 +245,7 @@ class ClusterNode:
             return
         if self._driver is not None:
             if message.source == self._driver.leader_id:
-                self._controller_heard_ms = self.clock.monotonic_ms()
+                self.isolation.heard(self.clock.monotonic_ms())
             self._driver.step(message)
             self._lease_heard(message)
 
@@ -369,7 +370,7 @@ class ClusterNode:
                            settings.amqp_port, settings.http_port)
 
     def _role_changed(self, soft: SoftState) -> None:
-        self._controller_heard_ms = self.clock.monotonic_ms()  # a new term: from now
+        self.isolation.heard(self.clock.monotonic_ms())  # a new term: from now
         self._voter_heard.clear()  # what voters said in an earlier term proves nothing now
         self._confirmed_commit = None  # ask the new leader, at once
         self._ask_read_index()
@@ -393,20 +394,14 @@ class ClusterNode:
         """Refuse publishes and acks on the replicated queues led here while the
         controller has not been heard for the session timeout (it may have moved
         them); carry on when it is heard again."""
-        driver = self.driver
-        lost = not driver.is_leader and (self.clock.monotonic_ms() - self._controller_heard_ms
-                                         > self.settings.session_timeout_ms)
-        for shell in self.broker.all_queues():
-            gate = shell.replication
-            if gate is None:
-                continue
-            if lost and gate.isolated is None:
+        gates = [(shell.name, shell.replication) for shell in self.broker.all_queues()
+                 if shell.replication is not None]
+        changes = self.isolation.check(gates, self.clock.monotonic_ms(), self.driver.is_leader)
+        for name, isolated in changes:
+            if isolated:
                 logger.warning("queue %r: no word from the controller for %d ms; refusing "
-                               "publishes and acks until it is heard again", shell.name,
+                               "publishes and acks until it is heard again", name,
                                self.settings.session_timeout_ms)
-                gate.isolate("the queue's leader node has lost the cluster's controller")
-            elif not lost and gate.isolated is not None:
-                gate.rejoin()
 
     # ---------------------------------------------------------- leader lease
 

@@ -23,7 +23,7 @@ heartbeats to the Raft leader, and runs the shipped controller
 simulation's ports, as `ClusterNode` does: heartbeats heard, links lost and
 restored, leadership taken, a beat. A node that has not heard from the Raft
 leader for the session timeout isolates the gates of the queues it leads
-(`ClusterNode._check_isolation`: `gate.isolate`): no publishes, acks
+(the shipped `Isolation`, as `ClusterNode._check_isolation`): no publishes, acks
 held; hearing it again, `gate.rejoin` applies the held acks.
 """
 
@@ -38,6 +38,7 @@ from typing import Protocol
 
 from logbroker.cluster.controller import Controller, ControllerConfig
 from logbroker.cluster.controller_driver import ControllerDriver
+from logbroker.cluster.isolation import Isolation
 from logbroker.cluster.metadata_proposals import MetadataProposals
 from logbroker.cluster.proposal_driver import ProposalDriver
 from logbroker.metadata import (
@@ -146,7 +147,7 @@ class QueueNode:
         self.applying_index = 0  # ReplicatedMetadata's: the entry being applied
         self.roles = NodeRoles(self, self._metadata_current)
         self._next_beat = 0
-        self._controller_heard = 0  # when a Raft message from the leader last came
+        self.isolation = Isolation(config.session_timeout, 0)
 
     @property
     def alive(self) -> bool:
@@ -219,7 +220,7 @@ class QueueNode:
         self.started_at = self.now
         self.controller = self._controller()
         self._next_beat = self.now + self.world.rng.randint(0, self.config.heartbeat_every)
-        self._controller_heard = self.now
+        self.isolation = Isolation(self.config.session_timeout, self.now)
 
     def crash(self, restart_at: int) -> None:
         self.fs.crash(self.world.rng)
@@ -247,7 +248,7 @@ class QueueNode:
         self._apply(ready)
         raft.advance(ready)
         if ready.soft_state is not None:
-            self._controller_heard = self.now  # a new term: count the silence from now
+            self.isolation.heard(self.now)  # a new term: count the silence from now
             if ready.soft_state.role is Role.LEADER:
                 self.log(f"{self.id} leads Raft term {raft.term}")
                 connected = self.world.connected(self.id)
@@ -346,7 +347,7 @@ class QueueNode:
         assert raft is not None
         if isinstance(message, Message):
             if message.source == raft.leader_id:
-                self._controller_heard = self.now
+                self.isolation.heard(self.now)
             raft.step(message)
         elif isinstance(message, Heartbeat):
             self.controller.heard(address_of(message.source))
@@ -410,16 +411,11 @@ class QueueNode:
         """ClusterNode._check_isolation: no publishes on the queues led here, acks held,
         while the controller is silent for the session timeout."""
         assert self.raft is not None
-        lost = self.raft.role is not Role.LEADER and (
-            self.now - self._controller_heard > self.config.session_timeout)
-        for shell in self.leaders.values():
-            gate = shell.gate
-            if lost and gate.isolated is None:
-                gate.isolate("the queue's leader node has lost the cluster's controller")
-                self.log(f"{self.id} isolates its {shell.queue} shell")
-            elif not lost and gate.isolated is not None:
-                gate.rejoin()
-                self.log(f"{self.id} rejoins with its {shell.queue} shell")
+        gates = [(queue, shell.gate) for queue, shell in self.leaders.items()]
+        for queue, isolated in self.isolation.check(gates, self.now,
+                                                    self.raft.role is Role.LEADER):
+            self.log(f"{self.id} {'isolates' if isolated else 'rejoins with'} its {queue} "
+                     "shell")
 
     def link_lost(self, peer: str) -> None:
         """The transport lost its link to `peer` (ClusterNode._peer_changed)."""
