@@ -57,7 +57,8 @@ class ReplicatedMetadata:
         self._tasks = TaskSet()
         self._proposals = ProposalDriver(
             MetadataProposals(int(timeout_s * 1000)),
-            RaftProposalPorts(self._driver, rpc, self._propose_here, self._tasks, self._timers),
+            RaftProposalPorts(lambda: self.driver, rpc, self._propose_here, self._tasks,
+                              self._timers),
             clock)
         self.on_applied: Callable[[Applied], None] = lambda applied: None
         self.applying_index = 0  # the entry being applied (or last applied)
@@ -139,7 +140,7 @@ class ReplicatedMetadata:
 class RaftProposalPorts:
     """The `ProposalDriver`'s ports on asyncio: the Raft driver, the cluster RPC."""
 
-    def __init__(self, driver: Callable[[], RaftDriver], rpc: ClusterRpc,
+    def __init__(self, driver: Callable[[], RaftDriver | None], rpc: ClusterRpc,
                  propose_here: Callable[[bytes, float], Awaitable[None]], tasks: TaskSet,
                  timers: LoopTimers) -> None:
         self._driver = driver
@@ -149,10 +150,12 @@ class RaftProposalPorts:
         self._timers = timers
 
     def leader(self) -> str | None:
-        return self._driver().leader_id
+        driver = self._driver()
+        return driver.leader_id if driver is not None else None
 
     def leading(self) -> bool:
-        return self._driver().is_leader
+        driver = self._driver()
+        return driver is not None and driver.is_leader
 
     def propose_here(self, data: bytes, timeout_ms: int, on_outcome: OnOutcome) -> None:
         self._tasks.spawn(_outcome_of(self._here(data, timeout_ms), on_outcome))
@@ -179,7 +182,10 @@ class RaftProposalPorts:
         return Accepted(int(answer.header["index"]))
 
     async def _wait(self, index: int, timeout_ms: int) -> Outcome:
-        await self._driver().wait_applied(index, timeout_ms / 1000)
+        driver = self._driver()
+        if driver is None:
+            return Failed(BrokerError(INTERNAL_ERROR, "the cluster is not started"))
+        await driver.wait_applied(index, timeout_ms / 1000)
         return Accepted()
 
 
