@@ -48,8 +48,8 @@ class LoopTimers:
         self._clock = clock
         self._handles: set[asyncio.TimerHandle] = set()
 
-    def call_at(self, at_ms: int, action: Callable[[], None]) -> None:
-        delay_s = max(0, at_ms - self._clock.monotonic_ms()) / 1000
+    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> None:
+        delay_s = max(0, monotonic_ms - self._clock.monotonic_ms()) / 1000
         handle: asyncio.TimerHandle
 
         def fire() -> None:

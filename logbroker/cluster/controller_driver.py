@@ -79,8 +79,9 @@ class Handovers(Protocol):
 
 
 class Timers(Protocol):
-    def call_at(self, at_ms: int, action: Callable[[], None]) -> None:
-        """Run `action` once the clock's monotonic time reaches `at_ms`."""
+    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> object:
+        """Run `action` once the clock's monotonic time reaches `monotonic_ms` (what it
+        returns, a handle to cancel, is not used here)."""
 
 
 class ControllerPorts(Protocol):

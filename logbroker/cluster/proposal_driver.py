@@ -47,7 +47,7 @@ class ProposalPorts(Protocol):
     def wait_applied(self, index: int, timeout_ms: int, on_outcome: OnOutcome) -> None:
         """`Accepted()` once this node applied `index`."""
 
-    def call_at(self, at_ms: int, action: Callable[[], None]) -> None: ...
+    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> object: ...
 
 
 class ProposalDriver:

@@ -167,8 +167,8 @@ class RaftProposalPorts:
     def wait_applied(self, index: int, timeout_ms: int, on_outcome: OnOutcome) -> None:
         self._tasks.spawn(_outcome_of(self._wait(index, timeout_ms), on_outcome))
 
-    def call_at(self, at_ms: int, action: Callable[[], None]) -> None:
-        self._timers.call_at(at_ms, action)
+    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> None:
+        self._timers.call_at(monotonic_ms, action)
 
     async def _here(self, data: bytes, timeout_ms: int) -> Outcome:
         await self._propose_here(data, timeout_ms / 1000)

@@ -154,8 +154,8 @@ class SimTimers:
     def __init__(self, world: SimWorld) -> None:
         self._world = world
 
-    def call_at(self, at_ms: int, action: Callable[[], None]) -> None:
-        self._world.later(max(0, at_ms - self._world.now), action)
+    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> None:
+        self._world.later(max(0, monotonic_ms - self._world.now), action)
 
 
 class SimControllerPorts:
@@ -264,9 +264,9 @@ class SimProposalPorts:
             for _, on_outcome in due:
                 on_outcome(Accepted())
 
-    def call_at(self, at_ms: int, action: Callable[[], None]) -> None:
+    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> None:
         world = self._host.world
-        world.later(max(0, at_ms - world.now), action)
+        world.later(max(0, monotonic_ms - world.now), action)
 
 
 def answer_message(source: str, target: str, request: int, outcome: Outcome) -> ProposeAnswer:

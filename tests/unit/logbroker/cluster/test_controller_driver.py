@@ -40,8 +40,8 @@ class FakePorts:
         on_done(None)
 
     # Timers
-    def call_at(self, at_ms: int, action: Callable[[], None]) -> None:
-        self.timers_at.append((at_ms, action))
+    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> None:
+        self.timers_at.append((monotonic_ms, action))
 
 
 class Ports:

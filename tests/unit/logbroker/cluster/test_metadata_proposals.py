@@ -123,8 +123,8 @@ class Ports:
     def wait_applied(self, index: int, timeout_ms: int, on_outcome: OnOutcome) -> None:
         on_outcome(Accepted())
 
-    def call_at(self, at_ms: int, action: Callable[[], None]) -> None:
-        self.timers.append((at_ms, action))
+    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> None:
+        self.timers.append((monotonic_ms, action))
 
 
 def test_the_driver_retries_on_its_timer_and_calls_back_once() -> None:
