@@ -60,6 +60,7 @@ from logbroker.cluster.queue_failover import QueueFailover
 from logbroker.cluster.queue_followers import QueueFollowers
 from logbroker.cluster.queue_handover import QueueHandover
 from logbroker.cluster.queue_host import QueueHost
+from logbroker.cluster.read_index import AskReadIndex, RaftPosition, ReadIndex
 from logbroker.cluster.remote_queue import RemoteQueueRegistry
 from logbroker.cluster.replica_feed import ReplicaFeed
 from logbroker.cluster.replicated_metadata import ReplicatedMetadata
@@ -119,10 +120,9 @@ class ClusterNode:
         self.started_ms = clock.wall_ms()  # the failover rule prefers the longest running node
         # Monotonic: a process that was stopped must see the silence it slept through.
         self.isolation = Isolation(settings.session_timeout_ms, clock.monotonic_ms())
-        # The leader's commit index as it answered us since the last leader change (Raft's
-        # read index): this node's metadata is current once it has applied that much.
-        self._confirmed_commit: int | None = None
-        self._confirming = False
+        # Raft's read index: this node's metadata is current once it has applied as much
+        # as the leader said it committed.
+        self.read_index = ReadIndex()
         self.lease = LeaderLease(settings.lease_ms, clock.monotonic_ms())
         self._voter_heard: dict[str, int] = {}  # as Raft leader: when each voter was heard
         self._regaining = False
@@ -277,17 +277,17 @@ class ClusterNode:
                 gate.leader.follower_down(node)
 
     def _metadata_current(self) -> bool:
-        """Whether this node's applied metadata is as new as the cluster's: it has heard
-        a leader (or is one) and applied everything it knows committed."""
+        """Whether this node's applied metadata is as new as the cluster's (`ReadIndex`)."""
+        position = self._raft_position()
+        return position is not None and self.read_index.current(position)
+
+    def _raft_position(self) -> RaftPosition | None:
         driver = self._driver
-        if driver is None or driver.leader_id is None:
-            return False
-        applied = max(driver.applied_index, self.metadata.applying_index)
-        if driver.is_leader:
-            return driver.committed_own_term and applied >= driver.commit_index
-        # A follower's own commit index may be far behind the leader's (a restart): only
-        # what the leader said counts.
-        return self._confirmed_commit is not None and applied >= self._confirmed_commit
+        if driver is None:
+            return None
+        return RaftPosition(driver.leader_id, driver.is_leader, driver.committed_own_term,
+                            driver.commit_index,
+                            max(driver.applied_index, self.metadata.applying_index))
 
     async def _read_index(self, peer: str, envelope: Envelope) -> Envelope:
         driver = self.driver
@@ -297,27 +297,22 @@ class ClusterNode:
         return Envelope("ok", {"commit": driver.commit_index})
 
     def _ask_read_index(self) -> None:
-        driver = self._driver
-        if (driver is not None and self._confirmed_commit is None and not self._confirming
-                and not driver.is_leader and driver.leader_id is not None):
-            self._confirming = True
-            self._spawn(self._confirm_commit())
+        position = self._raft_position()
+        question = self.read_index.want(position) if position is not None else None
+        if question is not None:
+            self._spawn(self._confirm_commit(question))
 
-    async def _confirm_commit(self) -> None:
-        driver = self.driver
-        leader = driver.leader_id
+    async def _confirm_commit(self, question: AskReadIndex) -> None:
+        commit: int | None = None
         try:
-            if leader is None or driver.is_leader:
-                return
-            answer = await self.rpc.call(leader, Envelope("metadata.read_index"), 2.0)
-            if driver.leader_id == leader:
-                self._confirmed_commit = int(answer.header["commit"])
-                if self.broker.roles is not None:
-                    self.broker.roles.catch_up()
+            answer = await self.rpc.call(question.leader, Envelope("metadata.read_index"), 2.0)
+            commit = int(answer.header["commit"])
         except BrokerError:
             pass  # asked again on the next beat
         finally:
-            self._confirming = False
+            if self.read_index.answered(question.request, self.driver.leader_id, commit) \
+                    and self.broker.roles is not None:
+                self.broker.roles.catch_up()
 
     def _applied(self, applied: Applied) -> None:
         self.broker.react(applied)
@@ -372,7 +367,7 @@ class ClusterNode:
     def _role_changed(self, soft: SoftState) -> None:
         self.isolation.heard(self.clock.monotonic_ms())  # a new term: from now
         self._voter_heard.clear()  # what voters said in an earlier term proves nothing now
-        self._confirmed_commit = None  # ask the new leader, at once
+        self.read_index.leader_changed()  # ask the new leader, at once
         self._ask_read_index()
         if soft.role is not Role.LEADER:
             return

@@ -7,8 +7,10 @@ version `av`, high watermark `hw`; answers `stream` / `truncate` / `reset` /
 `refused` with the same header keys and the batches' raw bytes as blobs),
 `StatusRequest` / `StatusAnswer` are `r.status` (queue_failover.py),
 `Heartbeat` is `cluster.heartbeat`, `Propose` / `ProposeAnswer` are
-`metadata.propose` (replicated_metadata.py), and `ForwardedPublish` is a
-publish that the node a client talks to hands to the queue's leader.
+`metadata.propose` (replicated_metadata.py), `ReadIndexRequest` /
+`ReadIndexAnswer` are `metadata.read_index` (cluster_node.py), and
+`ForwardedPublish` is a publish that the node a client talks to hands to the
+queue's leader.
 """
 
 from __future__ import annotations
@@ -81,6 +83,21 @@ class ProposeAnswer:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadIndexRequest:
+    source: str
+    target: str
+    request: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadIndexAnswer:
+    source: str
+    target: str
+    request: int
+    commit: int | None  # None: not a leader with its term committed
+
+
+@dataclass(frozen=True, slots=True)
 class ForwardedPublish:
     source: str
     target: str
@@ -90,4 +107,5 @@ class ForwardedPublish:
 
 
 ClusterMessage = (Message | Heartbeat | Fetch | FetchAnswer | StatusRequest | StatusAnswer
-                  | Propose | ProposeAnswer | ForwardedPublish)
+                  | Propose | ProposeAnswer | ReadIndexRequest | ReadIndexAnswer
+                  | ForwardedPublish)

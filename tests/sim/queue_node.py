@@ -41,6 +41,7 @@ from logbroker.cluster.controller_driver import ControllerDriver
 from logbroker.cluster.isolation import Isolation
 from logbroker.cluster.metadata_proposals import MetadataProposals
 from logbroker.cluster.proposal_driver import ProposalDriver
+from logbroker.cluster.read_index import RaftPosition, ReadIndex
 from logbroker.metadata import (
     Command,
     MetadataError,
@@ -78,6 +79,8 @@ from tests.sim.queue_messages import (
     Heartbeat,
     Propose,
     ProposeAnswer,
+    ReadIndexAnswer,
+    ReadIndexRequest,
     StatusAnswer,
     StatusRequest,
 )
@@ -97,6 +100,7 @@ STATUS_TIMEOUT = 8  # ticks: the status answers an election waits for
 LINK_CHECK_SLACK = 1  # ticks: the check after a broken link's grace
 PROPOSE_TIMEOUT = 30  # ticks: a proposal's answer, at the latest
 PROPOSE_RETRY = 1  # ticks: a proposal that found no leader tries again
+READ_INDEX_TIMEOUT = 15  # ticks: a read index question unanswered by then is asked again
 PASSWORD_HASH = hash_password("guest", b"salt")
 
 
@@ -146,6 +150,7 @@ class QueueNode:
         self.applied_index = 0  # the Raft driver's (its Applier's)
         self.applying_index = 0  # ReplicatedMetadata's: the entry being applied
         self.roles = NodeRoles(self, self._metadata_current)
+        self.read_index = ReadIndex()
         self._next_beat = 0
         self.isolation = Isolation(config.session_timeout, 0)
 
@@ -217,6 +222,7 @@ class QueueNode:
         self.state = MetadataState()  # rebuilt from the log (no compaction here)
         self.applied_index = self.applying_index = 0
         self.roles = NodeRoles(self, self._metadata_current)
+        self.read_index = ReadIndex()
         self.started_at = self.now
         self.controller = self._controller()
         self._next_beat = self.now + self.world.rng.randint(0, self.config.heartbeat_every)
@@ -249,6 +255,8 @@ class QueueNode:
         raft.advance(ready)
         if ready.soft_state is not None:
             self.isolation.heard(self.now)  # a new term: count the silence from now
+            self.read_index.leader_changed()  # ask the new leader, at once
+            self._ask_read_index()
             if ready.soft_state.role is Role.LEADER:
                 self.log(f"{self.id} leads Raft term {raft.term}")
                 connected = self.world.connected(self.id)
@@ -304,11 +312,43 @@ class QueueNode:
         return self.raft.commit_index if self.raft is not None else 0
 
     def _metadata_current(self) -> bool:
-        """ClusterNode._metadata_current: a leader is known (or this node is one) and
-        everything known committed is applied (or being applied)."""
+        """ClusterNode._metadata_current: the shipped `ReadIndex` decides."""
+        position = self._raft_position()
+        return position is not None and self.read_index.current(position)
+
+    def _raft_position(self) -> RaftPosition | None:
         raft = self.raft
-        applied = max(self.applied_index, self.applying_index)
-        return raft is not None and raft.leader_id is not None and applied >= raft.commit_index
+        if raft is None:
+            return None
+        return RaftPosition(raft.leader_id, raft.role is Role.LEADER, raft.committed_own_term,
+                            raft.commit_index, max(self.applied_index, self.applying_index))
+
+    def _ask_read_index(self) -> None:
+        """ClusterNode._ask_read_index: `metadata.read_index` to the leader; a question
+        the network lost counts as unanswered after `READ_INDEX_TIMEOUT`."""
+        position = self._raft_position()
+        question = self.read_index.want(position) if position is not None else None
+        if question is None:
+            return
+        self.world.send(ReadIndexRequest(self.id, question.leader, question.request))
+        read_index = self.read_index
+
+        def unanswered() -> None:
+            read_index.answered(question.request, None, None)
+        self.world.later(READ_INDEX_TIMEOUT, unanswered)
+
+    def _read_index_answered(self, answer: ReadIndexAnswer) -> None:
+        assert self.raft is not None
+        if self.read_index.answered(answer.request, self.raft.leader_id, answer.commit):
+            self.roles.catch_up()
+
+    def _read_index(self, request: ReadIndexRequest) -> None:
+        """ClusterNode._read_index: only a leader whose term is committed answers."""
+        raft = self.raft
+        assert raft is not None
+        commit = (raft.commit_index if raft.role is Role.LEADER and raft.committed_own_term
+                  else None)
+        self.world.send(ReadIndexAnswer(self.id, request.source, request.request, commit))
 
     # ----------------------------------------------------------------- roles
 
@@ -368,6 +408,10 @@ class QueueNode:
                 answer_message(self.id, source, request, outcome)))
         elif isinstance(message, ProposeAnswer):
             self._proposal_ports.answered(message)
+        elif isinstance(message, ReadIndexRequest):
+            self._read_index(message)
+        elif isinstance(message, ReadIndexAnswer):
+            self._read_index_answered(message)
         elif isinstance(message, ForwardedPublish):
             self.publish_here(message.queue, message.publish, message.payload)
 
@@ -397,6 +441,7 @@ class QueueNode:
         if self.now >= self._next_beat:
             self._next_beat = self.now + self.config.heartbeat_every
             self._check_isolation()
+            self._ask_read_index()
             self.roles.catch_up()
             if raft.role is Role.LEADER:
                 self.controller.beat(address_of(self.id))
