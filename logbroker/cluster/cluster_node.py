@@ -48,6 +48,7 @@ from logbroker.cluster.controller_driver import ControllerDriver
 from logbroker.cluster.controller_ports import (
     AsyncioControllerPorts,
     RaftMetadataView,
+    RpcHeartbeats,
     RpcStatusAsker,
     TaskHandovers,
     TaskProposer,
@@ -65,7 +66,7 @@ from logbroker.cluster.remote_queue import RemoteQueueRegistry
 from logbroker.cluster.replica_feed import ReplicaFeed
 from logbroker.cluster.replicated_metadata import ReplicatedMetadata
 from logbroker.errors import PRECONDITION_FAILED, BrokerError
-from logbroker.metadata import Applied, Command
+from logbroker.metadata import Applied
 from logbroker.metadata.events import (
     ClusterNodeAdded,
     ClusterNodeRemoved,
@@ -131,15 +132,16 @@ class ClusterNode:
 
     def _build_controller(self) -> ControllerDriver:
         settings = self.settings
-        core = Controller(ControllerConfig(settings.node_name, settings.session_timeout_ms,
-                                           settings.link_grace_ms))
+        core = Controller(ControllerConfig(
+            settings.node_name, settings.session_timeout_ms, settings.link_grace_ms,
+            bootstrap=lambda: self.broker.bootstrap_commands()))
         ports = AsyncioControllerPorts(
             RaftMetadataView(self.metadata), TaskProposer(self.metadata.propose, self.tasks),
             RpcStatusAsker(settings.node_name, self.rpc,
                            lambda vhost, name: self.feed.replica_status(vhost, name),
                            self.tasks),
             TaskHandovers(self.handover.sync, self.handover.transfer, self.tasks),
-            self._timers)
+            RpcHeartbeats(self.rpc), self._timers)
         return ControllerDriver(core, ports, self.clock)
 
     @property
@@ -375,15 +377,6 @@ class ClusterNode:
         connected = self.transport.connected_peers()
         self.controller.took_over(frozenset(
             n for n in self.driver.membership.nodes if n not in connected))
-        if self.metadata.state.vhost("/") is None and not self.metadata.state.users():
-            self._spawn(self._propose_all(self.broker.bootstrap_commands()))
-
-    async def _propose_all(self, commands: list[Command]) -> None:
-        for command in commands:
-            try:
-                await self.metadata.propose(command)
-            except BrokerError as error:
-                logger.info("not applied: %s (%s)", command, error.reply_text)
 
     def _check_isolation(self) -> None:
         """Refuse publishes and acks on the replicated queues led here while the
@@ -489,16 +482,10 @@ class ClusterNode:
             await asyncio.sleep(interval_s)
 
     def _beat(self) -> None:
-        driver = self.driver
         address = self.address()
         self._check_isolation()
         self._lease_valid()  # notices a lapse even with nothing to deliver
         self._ask_read_index()
         if self.broker.roles is not None:
             self.broker.roles.catch_up()
-        if driver.is_leader:
-            self.controller.beat(address)
-        elif driver.leader_id is not None:
-            self.rpc.notify(driver.leader_id, Envelope("cluster.heartbeat", {
-                "host": address.host, "cluster_port": address.cluster_port,
-                "amqp_port": address.amqp_port, "http_port": address.http_port}))
+        self.controller.beat(address)

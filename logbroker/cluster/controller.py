@@ -1,7 +1,8 @@
 """`Controller`: the cluster controller's decisions, as a pure core.
 
 Theory of operation. The Raft leader is the controller. Every node sends it
-a heartbeat every `heartbeat_ms` (`Heard`); the transport tells it when a
+a heartbeat on every beat (`SendHeartbeat`, heard as `Heard`); the transport
+tells it when a
 link to a peer breaks or comes back (`LinkLost` / `LinkRestored`). The
 driver calls `beat` on every heartbeat period and `tick` when a timer the
 core asked for (`SetTimer`) is due; each call gets a `ClusterView` (the
@@ -17,7 +18,9 @@ when the liveness commands it proposed are done) does, in order:
    leader node is recorded down;
 3. replica moves (`ReplicaMover`): one step per queue towards its policy.
 Elections and moves wait for answers through events (`StatusAnswered`,
-`ProposalDone`, `HandoverDone`) and the status deadline (`tick`).
+`ProposalDone`, `HandoverDone`) and the status deadline (`tick`). A new
+controller that finds the metadata empty proposes the bootstrap commands
+(the default vhost and user), one after the other.
 
 Invariants:
 - only the controller checks: `beat` and the link-grace checks do nothing
@@ -27,13 +30,18 @@ Invariants:
   session timeout, and the members it has no link to only what is left of
   their link grace;
 - the controller never declares itself down (it hears itself on every beat);
+- the bootstrap commands go one at a time, in order (each needs the one
+  before), and a refused one is reported, not retried (they refuse to apply
+  twice anyway);
 - the core never reads a clock or waits: time is `view.now_ms`, and every
   wait is a request number or a `SetTimer`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from logbroker.cluster.controller_events import (
     ClusterView,
@@ -43,9 +51,11 @@ from logbroker.cluster.controller_events import (
     Heard,
     LinkLost,
     LinkRestored,
+    Notice,
     ProposalDone,
     Propose,
     RequestIds,
+    SendHeartbeat,
     SetTimer,
     StatusAnswered,
     TookOver,
@@ -53,6 +63,7 @@ from logbroker.cluster.controller_events import (
 from logbroker.cluster.liveness import LivenessTracker, NodeAddress
 from logbroker.cluster.queue_failover import STATUS_TIMEOUT_MS, QueueFailover
 from logbroker.cluster.replica_mover import ReplicaMover
+from logbroker.metadata import Command
 
 LINK_CHECK_SLACK_MS = 20  # a timer may fire a little early: check just after the grace
 
@@ -64,6 +75,8 @@ class ControllerConfig:
     link_grace_ms: int
     status_timeout_ms: int = STATUS_TIMEOUT_MS
     link_check_slack_ms: int = LINK_CHECK_SLACK_MS
+    # What an empty metadata starts with (made only when needed: it hashes a password).
+    bootstrap: Callable[[], list[Command]] = field(default=list)
 
 
 class Controller:
@@ -76,11 +89,14 @@ class Controller:
         self.mover = ReplicaMover(self._ids)
         self._link_checks: list[int] = []  # when a broken link's grace runs out
         self._liveness_proposals: set[int] = set()
+        self._bootstrap: list[Command] = []  # still to propose, in order
+        self._bootstrapping: int | None = None  # the request in flight
 
     def beat(self, view: ClusterView, own: NodeAddress) -> list[ControllerEffect]:
-        """The controller's periodic check (nothing on a node that does not lead)."""
+        """Every node's beat: a heartbeat to the controller, or, on the controller, its
+        periodic check."""
         if not view.leading:
-            return []
+            return [] if view.leader is None else [SendHeartbeat(view.leader, own)]
         self.liveness.heard(own, view.now_ms)
         return self._check(view)
 
@@ -107,6 +123,7 @@ class Controller:
             self.liveness.link_restored(event.peer)
         elif isinstance(event, TookOver):
             self.liveness.took_over(view.members, now, event.disconnected)
+            return self._bootstrap_if_empty(view)
         elif isinstance(event, StatusAnswered):
             return self.failover.answered(event.request, event.status)
         elif isinstance(event, ProposalDone):
@@ -127,7 +144,26 @@ class Controller:
         effects += self.failover.scan(view.state, view.now_ms)
         return effects + self.mover.scan(view)
 
+    def _bootstrap_if_empty(self, view: ClusterView) -> list[ControllerEffect]:
+        state = view.state
+        if (state.vhost("/") is not None or state.users() or self._bootstrap
+                or self._bootstrapping is not None):
+            return []
+        self._bootstrap = list(self.config.bootstrap())
+        return self._next_bootstrap()
+
+    def _next_bootstrap(self) -> list[ControllerEffect]:
+        if not self._bootstrap:
+            self._bootstrapping = None
+            return []
+        self._bootstrapping = self._ids.next()
+        return [Propose(self._bootstrapping, self._bootstrap.pop(0))]
+
     def _proposal_done(self, event: ProposalDone, view: ClusterView) -> list[ControllerEffect]:
+        if event.request == self._bootstrapping:
+            refused: list[ControllerEffect] = [] if event.error is None else [
+                Notice(logging.INFO, f"bootstrap command not applied: {event.error}")]
+            return refused + self._next_bootstrap()
         if event.request in self._liveness_proposals:
             self._liveness_proposals.discard(event.request)
             # A node just recorded down: its queues fail over now, not at the next beat.

@@ -35,6 +35,7 @@ from logbroker.cluster.controller_events import (
     Notice,
     ProposalDone,
     Propose,
+    SendHeartbeat,
     SetTimer,
     StatusAnswered,
     TookOver,
@@ -53,6 +54,8 @@ class MetadataView(Protocol):
     """The Raft side as the controller reads it."""
 
     def leading(self) -> bool: ...
+
+    def leader(self) -> str | None: ...
 
     def members(self) -> frozenset[str]: ...
 
@@ -78,6 +81,10 @@ class Handovers(Protocol):
     def transfer(self, vhost: str, queue: str, target: str | None, on_done: Done) -> None: ...
 
 
+class Heartbeats(Protocol):
+    def send(self, leader: str, address: NodeAddress) -> None: ...
+
+
 class Timers(Protocol):
     def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> object:
         """Run `action` once the clock's monotonic time reaches `monotonic_ms` (what it
@@ -96,6 +103,9 @@ class ControllerPorts(Protocol):
 
     @property
     def handovers(self) -> Handovers: ...
+
+    @property
+    def heartbeats(self) -> Heartbeats: ...
 
     @property
     def timers(self) -> Timers: ...
@@ -152,8 +162,8 @@ class ControllerDriver:
     def _view(self) -> ClusterView:
         metadata = self._ports.metadata
         return ClusterView(self._clock.monotonic_ms(), self._clock.wall_ms(),
-                           metadata.leading(), metadata.members(), metadata.state(),
-                           metadata.applied_index())
+                           metadata.leading(), metadata.leader(), metadata.members(),
+                           metadata.state(), metadata.applied_index())
 
     def _carry_out(self, effect: ControllerEffect) -> None:
         ports = self._ports
@@ -170,6 +180,8 @@ class ControllerDriver:
                 ports.handovers.sync(effect.vhost, effect.queue, done)
             else:
                 ports.handovers.transfer(effect.vhost, effect.queue, effect.target, done)
+        elif isinstance(effect, SendHeartbeat):
+            ports.heartbeats.send(effect.leader, effect.address)
         elif isinstance(effect, SetTimer):
             ports.timers.call_at(effect.at_ms, self.tick)
         elif isinstance(effect, Notice):

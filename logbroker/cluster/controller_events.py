@@ -23,6 +23,7 @@ class ClusterView:
     now_ms: int  # monotonic: timers, heartbeats, deadlines
     wall_ms: int  # timestamps written into the metadata (`since_ms`)
     leading: bool  # this node is the Raft leader, hence the controller
+    leader: str | None  # the Raft leader this node knows
     members: frozenset[str]  # the Raft membership
     state: MetadataState  # this node's applied metadata
     applied_index: int  # how much of the Raft log `state` holds
@@ -128,6 +129,14 @@ class HandOver:
 
 
 @dataclass(frozen=True, slots=True)
+class SendHeartbeat:
+    """Tell the controller (`leader`) that this node is alive, and at which addresses."""
+
+    leader: str
+    address: NodeAddress
+
+
+@dataclass(frozen=True, slots=True)
 class SetTimer:
     """Call the core's `tick` at (or just after) `at_ms` on the monotonic clock."""
 
@@ -142,4 +151,4 @@ class Notice:
     text: str
 
 
-ControllerEffect = Propose | AskStatus | HandOver | SetTimer | Notice
+ControllerEffect = Propose | AskStatus | HandOver | SendHeartbeat | SetTimer | Notice

@@ -18,12 +18,14 @@ from logbroker.cluster.cluster_rpc import ClusterRpc
 from logbroker.cluster.controller_driver import (
     Done,
     Handovers,
+    Heartbeats,
     MetadataView,
     Proposer,
     StatusAsker,
     Timers,
 )
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.liveness import NodeAddress
 from logbroker.cluster.replicated_metadata import ReplicatedMetadata
 from logbroker.errors import BrokerError
 from logbroker.metadata import Command, MetadataState
@@ -51,6 +53,10 @@ class RaftMetadataView(MetadataView):
     def leading(self) -> bool:
         driver = self._metadata.driver
         return driver is not None and driver.is_leader
+
+    def leader(self) -> str | None:
+        driver = self._metadata.driver
+        return driver.leader_id if driver is not None else None
 
     def members(self) -> frozenset[str]:
         driver = self._metadata.driver
@@ -121,10 +127,23 @@ class TaskHandovers(Handovers):
         self.tasks.spawn(_reporting(self.transfer_queue(vhost, queue, target), on_done))
 
 
+class RpcHeartbeats:
+    """`cluster.heartbeat`, a notice: a lost one is made up for by the next."""
+
+    def __init__(self, rpc: ClusterRpc) -> None:
+        self._rpc = rpc
+
+    def send(self, leader: str, address: NodeAddress) -> None:
+        self._rpc.notify(leader, Envelope("cluster.heartbeat", {
+            "host": address.host, "cluster_port": address.cluster_port,
+            "amqp_port": address.amqp_port, "http_port": address.http_port}))
+
+
 @dataclass
 class AsyncioControllerPorts:
     metadata: MetadataView
     proposer: Proposer
     status: StatusAsker
     handovers: Handovers
+    heartbeats: Heartbeats
     timers: Timers

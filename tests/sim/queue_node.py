@@ -197,8 +197,9 @@ class QueueNode:
     def _controller(self) -> ControllerDriver:
         """The shipped controller core and driver, over this node's simulated ports."""
         config = self.config
-        core = Controller(ControllerConfig(self.id, config.session_timeout, config.link_grace,
-                                           STATUS_TIMEOUT, LINK_CHECK_SLACK))
+        core = Controller(ControllerConfig(
+            self.id, config.session_timeout, config.link_grace, STATUS_TIMEOUT,
+            LINK_CHECK_SLACK, lambda: bootstrap_commands(PASSWORD_HASH)))
         self._ports = SimControllerPorts(self)
         return ControllerDriver(core, self._ports, SimClock(self.world),
                                 lambda level, text: self.log(f"{self.id} controller: {text}"))
@@ -262,9 +263,6 @@ class QueueNode:
                 connected = self.world.connected(self.id)
                 self.controller.took_over(frozenset(
                     n for n in raft.membership.nodes if n not in connected))
-                if self.state.vhost(VHOST) is None and not self.state.users():
-                    for command in bootstrap_commands(PASSWORD_HASH):
-                        self.propose(command)
             else:
                 self._raft_proposer.leadership_lost()
 
@@ -443,10 +441,7 @@ class QueueNode:
             self._check_isolation()
             self._ask_read_index()
             self.roles.catch_up()
-            if raft.role is Role.LEADER:
-                self.controller.beat(address_of(self.id))
-            elif raft.leader_id is not None:
-                self.world.send(Heartbeat(self.id, raft.leader_id))
+            self.controller.beat(address_of(self.id))
         self.feed.in_sync_tick()
         for follower in list(self.followers.values()):
             follower.tick(self.now, self.state, self.request_id, self.world.send)

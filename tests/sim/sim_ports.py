@@ -32,7 +32,13 @@ from logbroker.metadata import decode_command as _decode_command
 from logbroker.metadata.reply_codes import INTERNAL_ERROR
 from replication.queue.failover import ReplicaStatus
 from replication.raft import Entry, NotLeader, ProposalRefused, RaftNode, Role
-from tests.sim.queue_messages import ClusterMessage, Propose, ProposeAnswer, StatusRequest
+from tests.sim.queue_messages import (
+    ClusterMessage,
+    Heartbeat,
+    Propose,
+    ProposeAnswer,
+    StatusRequest,
+)
 
 
 @lru_cache(maxsize=4096)
@@ -93,6 +99,10 @@ class SimMetadataView:
         raft = self._host.raft
         return raft is not None and raft.role is Role.LEADER
 
+    def leader(self) -> str | None:
+        raft = self._host.raft
+        return raft.leader_id if raft is not None else None
+
     def members(self) -> frozenset[str]:
         raft = self._host.raft
         return raft.membership.nodes if raft is not None else frozenset()
@@ -150,6 +160,14 @@ class SimHandovers:
         on_done("not simulated")
 
 
+class SimHeartbeats:
+    def __init__(self, host: PortsHost) -> None:
+        self._host = host
+
+    def send(self, leader: str, address: NodeAddress) -> None:
+        self._host.world.send(Heartbeat(self._host.id, leader))
+
+
 class SimTimers:
     def __init__(self, world: SimWorld) -> None:
         self._world = world
@@ -164,6 +182,7 @@ class SimControllerPorts:
         self.proposer = SimProposer(host)
         self.status = SimStatusAsker(host)
         self.handovers = SimHandovers(host)
+        self.heartbeats = SimHeartbeats(host)
         self.timers = SimTimers(host.world)
 
 

@@ -15,6 +15,7 @@ from logbroker.cluster.controller_events import (
     Notice,
     ProposalDone,
     Propose,
+    SendHeartbeat,
     SetTimer,
     StatusAnswered,
     TookOver,
@@ -66,8 +67,8 @@ class World:
         self.applied = 1
 
     def view(self) -> ClusterView:
-        return ClusterView(self.now, 1_700_000_000_000 + self.now, self.leading, MEMBERS,
-                           self.state, self.applied)
+        return ClusterView(self.now, 1_700_000_000_000 + self.now, self.leading,
+                           "a" if self.leading else "b", MEMBERS, self.state, self.applied)
 
 
 def controller() -> Controller:
@@ -88,7 +89,7 @@ def test_only_the_leader_checks_on_a_beat() -> None:
     world = World(cluster(), leading=False)
     core = controller()
     world.now += TIMEOUT * 2
-    assert core.beat(world.view(), address("a")) == []
+    assert of(Propose, core.beat(world.view(), address("a"))) == []
 
 
 def test_a_silent_node_is_proposed_down_with_the_wall_time() -> None:
@@ -251,3 +252,28 @@ def test_an_unchanged_metadata_is_not_scanned_again() -> None:
     assert of(Propose, core.beat(world.view(), address("a"))) == []
     world.applied += 1
     assert len(of(Propose, core.beat(world.view(), address("a")))) == 1
+
+
+# ---------------------------------------------------------- beat, bootstrap
+
+def test_a_node_that_does_not_lead_sends_its_heartbeat_to_the_leader() -> None:
+    world = World(cluster(), leading=False)
+    assert controller().beat(world.view(), address("c")) == [SendHeartbeat("b", address("c"))]
+
+
+def test_a_new_controller_bootstraps_an_empty_metadata_one_command_at_a_time() -> None:
+    world = World(MetadataState())
+    commands = [AddVhost("/"), AddVhost("/two")]
+    core = Controller(ControllerConfig("a", TIMEOUT, GRACE, bootstrap=lambda: list(commands)))
+    [first] = of(Propose, core.step(TookOver(frozenset()), world.view()))
+    assert first.command == commands[0]
+    assert of(Propose, core.step(TookOver(frozenset()), world.view())) == []  # under way
+    [second] = of(Propose, core.step(ProposalDone(first.request, "refused"), world.view()))
+    assert second.command == commands[1]
+    assert core.step(ProposalDone(second.request), world.view()) == []
+
+
+def test_a_metadata_with_its_default_vhost_is_not_bootstrapped() -> None:
+    world = World(cluster())
+    core = Controller(ControllerConfig("a", TIMEOUT, GRACE, bootstrap=lambda: [AddVhost("/")]))
+    assert of(Propose, core.step(TookOver(frozenset()), world.view())) == []

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from logbroker.cluster.controller import Controller, ControllerConfig
 from logbroker.cluster.controller_driver import ControllerDriver, Done
+from logbroker.cluster.liveness import NodeAddress
 from logbroker.metadata import Command, ElectQueueLeader, MetadataState, SetNodeLiveness
 from replication.queue.failover import ReplicaStatus
 from segments.clock import ManualClock
@@ -49,6 +50,15 @@ class Ports:
         self.fake = fake
         self.metadata = View(fake)
         self.proposer = self.status = self.handovers = self.timers = fake
+        self.heartbeats = Heartbeats()
+
+
+class Heartbeats:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def send(self, leader: str, address: NodeAddress) -> None:
+        self.sent.append(leader)
 
 
 class View:
@@ -57,6 +67,9 @@ class View:
 
     def leading(self) -> bool:
         return self._fake.leading_now
+
+    def leader(self) -> str | None:
+        return "a" if self._fake.leading_now else "b"
 
     def members(self) -> frozenset[str]:
         return MEMBERS
