@@ -7,14 +7,16 @@ and notices over it, a `RaftDriver` whose state machine is the
 through Raft and whose queue shells follow the committed metadata
 (`Broker.react` on every applied command, `Broker.reconcile` after a snapshot).
 
-The Raft leader is the controller: every node sends it a heartbeat with its
-addresses every `heartbeat_ms`. What the controller decides (liveness,
-failover elections, replica moves) is the pure `Controller` core
-(controller.py), run by a `ControllerDriver` over asyncio ports
-(controller_ports.py): this node only feeds it heartbeats heard, links lost
-and restored, leadership taken, and a beat. A new leader also bootstraps an
-empty metadata (the default vhost and user), once: the commands refuse to
-apply twice.
+The Raft leader is the controller. What it decides (node liveness, failover
+elections, replica moves, the bootstrap of an empty metadata) and every
+node's heartbeat to it are the pure `Controller` core (controller.py), run by
+a `ControllerDriver` over asyncio ports (controller_ports.py): this node only
+feeds it heartbeats heard, links lost and restored, leadership taken, and a
+beat every `heartbeat_ms`. Metadata proposals are `ReplicatedMetadata`'s
+(its `MetadataProposals` core). Two more rules are pure objects this node
+asks on every beat: `Isolation` (the queues led here stop taking writes while
+the Raft leader is silent for the session timeout) and `ReadIndex` (whether
+the applied metadata is current, from the leader's commit index).
 
 Leader lease (`LeaderLease`, leader_lease.py): the replicated queues led here
 deliver only while this node has heard the Raft leader (or, as the Raft
