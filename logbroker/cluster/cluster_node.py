@@ -139,7 +139,7 @@ class ClusterNode:
             bootstrap=lambda: self.broker.bootstrap_commands()))
         ports = AsyncioControllerPorts(
             RaftMetadataView(self.metadata), TaskProposer(self.metadata.propose, self.tasks),
-            RpcStatusAsker(settings.node_name, self.rpc,
+            RpcStatusAsker(settings.node_name, self.rpc.call,
                            lambda vhost, name: self.feed.replica_status(vhost, name),
                            self.tasks),
             TaskHandovers(self.handover.sync, self.handover.transfer, self.tasks),

@@ -32,6 +32,7 @@ from logbroker.metadata import Command, MetadataState
 from replication.queue.failover import ReplicaStatus
 
 logger = logging.getLogger(__name__)
+RpcCall = Callable[[str, Envelope, float], Awaitable[Envelope]]  # `ClusterRpc.call`
 
 
 async def _reporting(work: Awaitable[Any], on_done: Done) -> None:
@@ -82,10 +83,10 @@ class TaskProposer(Proposer):
 class RpcStatusAsker:
     """`r.status` over the cluster RPC; this node's own copy is read in place."""
 
-    def __init__(self, node_name: str, rpc: ClusterRpc,
+    def __init__(self, node_name: str, call: RpcCall,
                  local: Callable[[str, str], Mapping[str, int] | None], tasks: TaskSet) -> None:
         self._node_name = node_name
-        self._rpc = rpc
+        self._call = call
         self._local = local
         self._tasks = tasks
 
@@ -99,8 +100,8 @@ class RpcStatusAsker:
     async def _ask(self, member: str, vhost: str, queue: str, timeout_ms: int,
                    on_answer: Callable[[ReplicaStatus | None], None]) -> None:
         try:
-            answer = await self._rpc.call(member, Envelope("r.status", {"v": vhost, "q": queue}),
-                                          timeout_ms / 1000)
+            answer = await self._call(member, Envelope("r.status", {"v": vhost, "q": queue}),
+                                      timeout_ms / 1000)
         except BrokerError:
             on_answer(None)
             return
