@@ -1,14 +1,13 @@
 """The controller driver's ports on asyncio: the real node's side of controller_driver.py.
 
 Each port turns one effect into an asyncio task or timer whose outcome calls
-back into the driver; none decides anything. `TaskSet` holds every task
-they start (`TaskSet`, asyncio_ports.py), so stopping the node cancels them
-all (a cancelled task calls nothing back).
+back into the driver; none decides anything. A `TaskSet` (asyncio_ports.py)
+holds every task they start, so stopping the node cancels them all (a
+cancelled task calls nothing back).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +30,6 @@ from logbroker.errors import BrokerError
 from logbroker.metadata import Command, MetadataState
 from replication.queue.failover import ReplicaStatus
 
-logger = logging.getLogger(__name__)
 RpcCall = Callable[[str, Envelope, float], Awaitable[Envelope]]  # `ClusterRpc.call`
 
 
