@@ -28,6 +28,7 @@ from logbroker.node_settings import (
     SettingsError,
     cluster_settings,
     resolve_settings,
+    switch,
 )
 from segments.errors import DataDirLockedError
 
@@ -56,15 +57,24 @@ async def serve(settings: ServeSettings) -> int:
         channel_max=settings.channel_max, max_message_bytes=settings.max_message_bytes,
         cluster_name=settings.node_name,
     )
-    server = await start_amqp_server(broker, settings.host, settings.amqp_port, server_config)
-    logger.info("logbroker %s listening for AMQP 0-9-1 on %s:%d (data in %s, %s loop)",
-                settings.node_name, settings.host, settings.amqp_port,
-                os.path.abspath(settings.data_dir), settings.event_loop)
+    tls = settings.tls.server_context() if settings.tls is not None else None
+    amqp_servers = []
+    for port, ssl_context in ((settings.amqp_port, None), (settings.amqps_port, tls)):
+        if port:  # 0 or unset: that listener is off
+            amqp_servers.append(await start_amqp_server(broker, settings.host, port,
+                                                        server_config, ssl_context))
+            logger.info("logbroker %s listening for %s on %s:%d (data in %s, %s loop)",
+                        settings.node_name, "AMQPS" if ssl_context else "AMQP 0-9-1",
+                        settings.host, port, os.path.abspath(settings.data_dir),
+                        settings.event_loop)
     context = ApiContext(broker, Listeners(settings.amqp_port, settings.http_port,
-                                           settings.host),
+                                           settings.host, amqps_port=settings.amqps_port,
+                                           https_port=settings.https_port),
                          cluster=cluster.membership if cluster is not None else None,
                          replicas=cluster.handover if cluster is not None else None)
-    http = await start_http_server(context, settings.host, settings.http_port)
+    http_servers = [await start_http_server(context, settings.host, port, ssl_context)
+                    for port, ssl_context in ((settings.http_port, None),
+                                              (settings.https_port, tls)) if port]
     freeze_startup_heap()  # everything so far lives as long as the process
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -75,8 +85,10 @@ async def serve(settings: ServeSettings) -> int:
         logger.info("shutting down: handing led queues to their followers")
         await cluster.handover.hand_over_all()
     logger.info("shutting down: finishing in-flight confirms")
-    await http.stop()
-    await stop_amqp_server(server)
+    for http in http_servers:
+        await http.stop()
+    for server in amqp_servers:
+        await stop_amqp_server(server)
     if cluster is not None:
         await cluster.stop()
     else:
@@ -101,8 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser = commands.add_parser("serve", help="run a broker node")
     serve_parser.add_argument("--config", help="TOML config file (env LOGBROKER_CONFIG)")
     for name, variable, _, _, kind in SETTINGS:
-        serve_parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind,
-                                  help=f"(env {variable})")
+        flag = f"--{name.replace('_', '-')}"
+        if kind is switch:  # a bare flag, or an explicit true/false
+            serve_parser.add_argument(flag, dest=name, type=kind, nargs="?", const=True,
+                                      help=f"(env {variable})")
+        else:
+            serve_parser.add_argument(flag, dest=name, type=kind, help=f"(env {variable})")
     add_client_commands(commands)
     return parser
 

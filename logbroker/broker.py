@@ -3,8 +3,11 @@
 Definitions change only through the metadata store (a log of commands applied
 by a pure state machine). After each applied command the broker brings its
 runtime objects in line with the resulting events: the exchange router of the
-vhost, and a `QueueShell` (log + cursor log + queue core) for every queue.
-Who may connect and what they may do is `BrokerAccess` (logbroker/broker_access.py).
+vhost, and a `QueueShell` (log + cursor log + queue core) for every queue
+led here. It holds the objects the protocol layers call: `access` (who may
+connect and do what, logbroker/access_control.py), `definitions` (declare,
+delete, bind), `consuming` (consume, cancel, get) and `publisher`; every queue
+they reach, here or led by another node, is a `QueueType`.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from logbroker.access_control import AccessControl
 from logbroker.batch_staging import BatchStaging
-from logbroker.broker_access import BrokerAccess
 from logbroker.broker_config import BrokerConfig
 from logbroker.connections import ConnectionRegistry
+from logbroker.consuming import Consuming
+from logbroker.definitions import Definitions
 from logbroker.definitions_loaded import DefinitionsLoaded
 from logbroker.errors import NOT_FOUND, BrokerError
 from logbroker.metadata import (
@@ -43,9 +48,9 @@ from logbroker.metadata import (
 )
 from logbroker.producer_batches import ProducerBatches
 from logbroker.publishing import Publisher
-from logbroker.queue.queue_endpoint import RemoteQueueEndpoint, RemoteQueues
 from logbroker.queue.queue_settings import settings_from
 from logbroker.queue.queue_shell import QueueSettings, QueueShell, ReplicaSetup
+from logbroker.queue.queue_type import QueueType, RemoteQueues
 from logbroker.queue.replay_view import ReplayView
 from logbroker.replica_roles import QueueReplicas, ReplicaRoles
 from logbroker.resource_alarms import (
@@ -55,6 +60,7 @@ from logbroker.resource_alarms import (
     default_memory_watermark,
 )
 from logbroker.routing import ExchangeRouter
+from segments.clock import SYSTEM_CLOCK, Clock
 from segments.filesystem import FileSystem, RealFileSystem
 
 logger = logging.getLogger(__name__)
@@ -78,10 +84,11 @@ Placer = Callable[[str, str, Mapping[str, Any], bool], tuple[str, tuple[str, ...
 DeliveryCheck = Callable[[str, str, int], bool]
 
 
-class Broker(BrokerAccess):
+class Broker:
     def __init__(self, config: BrokerConfig, fs: FileSystem, store: MetadataLog,
-                 proposer: Proposer | None = None) -> None:
+                 proposer: Proposer | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock
         self.fs = fs
         self.store = store
         # Set on a clustered node: definition changes go through the Raft log, and
@@ -102,6 +109,9 @@ class Broker(BrokerAccess):
         self.roles: ReplicaRoles | None = None
         # Whether a login can be checked yet (a starting cluster node may know no users).
         self.definitions_loaded = DefinitionsLoaded(config.node_name, self._can_check_logins)
+        self.access = AccessControl(config, lambda: self.state, self.definitions_loaded)
+        self.definitions = Definitions(lambda: self.state, self.access, self.apply, self)
+        self.consuming = Consuming(lambda: self.state, self.access, self)
         # Set by the cluster node: whether the leader of (vhost, queue, epoch) here may
         # deliver now (its leader lease, logbroker.cluster.leader_lease).
         self.may_deliver: DeliveryCheck | None = None
@@ -109,12 +119,12 @@ class Broker(BrokerAccess):
         # made under the lease, but a pause between making them and writing them to a
         # socket may outlast it: connections check again before they write deliveries.
         self.lease_holds: Callable[[], bool] = lambda: True
-        self.publisher = Publisher(self.router, self.queue, lambda: self.remote)
+        self.publisher = Publisher(self.router, self.queue, lambda: self.remote, clock)
         staging = BatchStaging(lambda: self.state, self.apply, self.publisher, self.queue,
                                self.place_queue, self.released)
         self.producer_batches = ProducerBatches(lambda: self.state, self.apply, self.publisher,
                                                 lambda: self.remote, staging)
-        self.connections = ConnectionRegistry()
+        self.connections = ConnectionRegistry(config.max_connections)
         self._retention_task: asyncio.Future[None] | None = None
         watermarks = Watermarks(
             config.memory_high_watermark_bytes or default_memory_watermark(),
@@ -144,7 +154,7 @@ class Broker(BrokerAccess):
 
     def use_replicas(self, replicas: QueueReplicas,
                      current: Callable[[], bool] | None = None) -> None:
-        self.roles = ReplicaRoles(self, replicas, self.config.node_name, current)
+        self.roles = ReplicaRoles(self, replicas, self.config.node_name, current, self.clock)
 
     def _can_check_logins(self) -> bool:
         if self.roles is None:
@@ -189,7 +199,7 @@ class Broker(BrokerAccess):
     def queue(self, vhost: str, name: str) -> QueueShell | None:
         return self._queues.get((vhost, name))
 
-    def endpoint(self, vhost: str, name: str) -> QueueShell | RemoteQueueEndpoint | None:
+    def endpoint(self, vhost: str, name: str) -> QueueType | None:
         """The queue to consume from or settle on: its shell here, or the endpoint that
         forwards to its leader node (BrokerError 404 naming the node if that is down)."""
         shell = self._queues.get((vhost, name))
@@ -197,8 +207,7 @@ class Broker(BrokerAccess):
             return shell
         return self.remote.endpoint(vhost, name)
 
-    async def endpoint_when_open(self, vhost: str, name: str
-                                 ) -> QueueShell | RemoteQueueEndpoint | None:
+    async def endpoint_when_open(self, vhost: str, name: str) -> QueueType | None:
         """`endpoint`, but a queue this node is just becoming the leader of (a failover
         or handover under way) is waited for, briefly, instead of missing."""
         endpoint = self.endpoint(vhost, name)
@@ -373,25 +382,31 @@ class Broker(BrokerAccess):
                 self._open_when_released(closing, vhost, name, high_watermark))
             self._closing.add(opening)
             return
-        settings = self.queue_settings(vhost, name)
-        record = self.state.queue(vhost, name)
-        replica = None
-        if record is not None and record.replicated and self.roles is not None:
-            definition = self.state.queue_policy_definition(vhost, name)
-            replica = ReplicaSetup(
-                self.config.node_name, record.epoch, record.members, record.in_sync,
-                high_watermark, sync_mode=_sync_mode(definition),
-                sync_batch_size=int(definition.get("ha-sync-batch-size", 4096)))
-        shell = QueueShell.open(settings, self.fs, self.queue_directory(vhost, name), replica)
-        if shell.replication is not None and replica is not None and self.may_deliver:
+        replica = self._replica_setup(vhost, name, high_watermark)
+        shell = QueueShell.open(self.queue_settings(vhost, name), self.fs,
+                                self.queue_directory(vhost, name), replica)
+        if replica is not None and shell.replication is not None and self.may_deliver:
             shell.replication.lease = functools.partial(self.may_deliver, vhost, name,
                                                         replica.epoch)
         shell.on_dead_letter = self.publisher.dead_letter
         shell.on_expired = self._queue_expired
+        shell.on_unused = self._queue_unused
         self._queues[(vhost, name)] = shell
         # The first pump arms the queue's timer, so x-expires and message TTLs run
         # even if nobody ever consumes from the queue.
         shell.schedule_pump()
+
+    def _replica_setup(self, vhost: str, name: str, high_watermark: int | None
+                       ) -> ReplicaSetup | None:
+        """How a replicated queue led here opens (None: it is not replicated)."""
+        record = self.state.queue(vhost, name)
+        if record is None or not record.replicated or self.roles is None:
+            return None
+        definition = self.state.queue_policy_definition(vhost, name)
+        return ReplicaSetup(
+            self.config.node_name, record.epoch, record.members, record.in_sync,
+            high_watermark, sync_mode=_sync_mode(definition),
+            sync_batch_size=int(definition.get("ha-sync-batch-size", 4096)))
 
     async def _open_when_released(self, closing: asyncio.Future[None], vhost: str, name: str,
                                   high_watermark: int | None) -> None:
@@ -433,6 +448,13 @@ class Broker(BrokerAccess):
         vhost, name = shell.settings.vhost, shell.name
         if self.queue(vhost, name) is shell:
             logger.info("queue %r in vhost %r expired (x-expires)", name, vhost)
+            self.apply_soon(DeleteQueue(vhost, name))
+
+    def _queue_unused(self, shell: QueueShell) -> None:
+        """RabbitMQ deletes an auto-delete queue when its last consumer goes."""
+        vhost, name = shell.settings.vhost, shell.name
+        record = self.state.queue(vhost, name)
+        if record is not None and record.auto_delete:
             self.apply_soon(DeleteQueue(vhost, name))
 
     def _refresh_queue_settings(self, vhost: str, name: str) -> None:

@@ -19,6 +19,8 @@ class BrokerConfig:
     loopback_users: tuple[str, ...] = ("guest",)
     fsync_policy: FsyncPolicy = field(default_factory=FsyncPolicy)
     max_message_bytes: int = 128 * 1024 * 1024
+    # Client connections this node accepts (RabbitMQ's connection_max); 0: no limit.
+    max_connections: int = 0
     # None: 40% of the machine's RAM (RabbitMQ's vm_memory_high_watermark).
     memory_high_watermark_bytes: int | None = None
     disk_free_limit_bytes: int = 50_000_000

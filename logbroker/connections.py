@@ -16,18 +16,38 @@ class ConnectionInfo:
     vhost: str
     connected_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     channels: int = 0
+    auth_mechanism: str = ""  # PLAIN, AMQPLAIN, EXTERNAL (AMQP)
+    ssl: bool = False  # the connection came through a TLS listener
     state: str = "running"  # RabbitMQ's connection states: "flow", "blocked" while not read
 
 
-class ConnectionRegistry:
-    """Open connections by id; front ends add theirs when opened and remove them when closed."""
+# The registry never lists more than this many, whatever the limits say.
+REGISTRY_MAX = 1_000_000
 
-    def __init__(self, limit: int = 1_000_000) -> None:
+
+class ConnectionRegistry:
+    """Open connections by id; front ends add theirs when opened and remove them when closed,
+    and ask `refusal` first: RabbitMQ's node limit (`connection_max`) and the vhost limit
+    (`max-connections`) are counted here, over every protocol."""
+
+    def __init__(self, max_connections: int = 0) -> None:
         self._connections: dict[str, ConnectionInfo] = {}
-        self._limit = limit
+        self.max_connections = max_connections  # 0: no limit
+
+    def refusal(self, vhost: str, vhost_max: int | None = None) -> str | None:
+        """Why one more connection to `vhost` may not open (RabbitMQ's texts; the caller
+        answers 530 NOT_ALLOWED), or None. `vhost_max`: the vhost's max-connections."""
+        node_max = self.max_connections or REGISTRY_MAX
+        if len(self._connections) >= node_max:
+            return f"connection refused: node connection limit ({node_max}) is reached"
+        if vhost_max is not None and vhost_max >= 0 and sum(
+                1 for info in self._connections.values() if info.vhost == vhost) >= vhost_max:
+            return (f"connection refused: connection limit ({vhost_max}) is reached for "
+                    f"vhost '{vhost}'")
+        return None
 
     def add(self, info: ConnectionInfo) -> None:
-        if len(self._connections) < self._limit:
+        if len(self._connections) < REGISTRY_MAX:
             self._connections[info.connection_id] = info
 
     def remove(self, connection_id: str) -> None:

@@ -48,14 +48,14 @@ class QueuePosition:
 async def commit_offsets(broker: Broker, session: Session, group: str,
                          offsets: Mapping[str, int]) -> None:
     for queue in offsets:
-        broker.check(session, "queue", queue, "read")
+        broker.access.check(session, "queue", queue, "read")
     await broker.apply(CommitGroupOffsets(session.vhost, group, dict(offsets)))
 
 
 async def delete_group(broker: Broker, session: Session, group: str) -> None:
     record = existing_group(broker, session.vhost, group)
     for queue in record.offsets:
-        broker.check(session, "queue", queue, "read")
+        broker.access.check(session, "queue", queue, "read")
     await broker.apply(DeleteConsumerGroup(session.vhost, group))
 
 

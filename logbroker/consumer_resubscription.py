@@ -27,10 +27,9 @@ from typing import Any
 
 from logbroker.broker import Broker
 from logbroker.broker_config import Session
-from logbroker.consuming import cancel, consume
 from logbroker.errors import NOT_FOUND, BrokerError
 from logbroker.queue.delivery_sink import DeliverySink
-from logbroker.queue.queue_endpoint import QueueEndpoint
+from logbroker.queue.queue_type import QueueType
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +57,7 @@ class ConsumeRequest:
 
 async def resubscribe(broker: Broker, session: Session, sink: DeliverySink,
                       request: ConsumeRequest, wanted: Callable[[], bool],
-                      wait_s: float = RESUBSCRIBE_WAIT_S) -> QueueEndpoint | None:
+                      wait_s: float = RESUBSCRIBE_WAIT_S) -> QueueType | None:
     """Register `request`'s consumer with the queue's current leader.
 
     Retries while the queue exists but has no reachable open leader (404), for at
@@ -71,8 +70,8 @@ async def resubscribe(broker: Broker, session: Session, sink: DeliverySink,
     deadline = loop.time() + wait_s
     while wanted() and broker.state.queue(session.vhost, request.queue) is not None:
         try:
-            _, endpoint = await consume(
-                broker, session, request.queue, sink, consumer_tag=request.consumer_tag,
+            _, endpoint = await broker.consuming.consume(
+                session, request.queue, sink, consumer_tag=request.consumer_tag,
                 no_ack=request.no_ack, exclusive=request.exclusive,
                 prefetch_count=request.prefetch_count, arguments=request.arguments)
         except BrokerError as error:
@@ -84,7 +83,7 @@ async def resubscribe(broker: Broker, session: Session, sink: DeliverySink,
             continue
         if wanted():
             return endpoint
-        cancel(broker, session, request.queue, request.consumer_tag)
+        broker.consuming.cancel(session, request.queue, request.consumer_tag)
         return None
     return None
 
@@ -93,7 +92,7 @@ async def resubscribe(broker: Broker, session: Session, sink: DeliverySink,
 class SinkConsumer:
     """A consumer as its sink (AMQP channel, WebSocket) holds it."""
 
-    endpoint: QueueEndpoint  # its queue's leader, where its deliveries are settled
+    endpoint: QueueType  # its queue's leader, where its deliveries are settled
     request: ConsumeRequest
 
     @property

@@ -155,41 +155,22 @@ class Message:
 
 def records_of(messages: Sequence[Message]) -> list[Record]:
     """`Message.to_record` for a batch: messages that share exchange, routing key and
-    properties (most of a batch) share one headers tuple, built once. A message whose
-    three are the very objects of the one before (a WebSocket frame's messages made
-    from one template, `with_body`) takes its headers without a lookup."""
+    properties (most of a batch) share one headers tuple, built once."""
     records: list[Record] = []
     seen: dict[tuple[str, str, bytes], Headers] = {}
-    last: Message | None = None
-    headers: Headers = ()
     for message in messages:
-        if (last is None or message._encoded_properties is None
-                or message._encoded_properties is not last._encoded_properties
-                or message.exchange is not last.exchange
-                or message.routing_key is not last.routing_key):
-            key = (message.exchange, message.routing_key, message.encoded_properties())
-            found = seen.get(key)
-            if found is None:
-                found = seen[key] = _stored_headers(*key)
-            headers, last = found, message
+        key = (message.exchange, message.routing_key, message.encoded_properties())
+        headers = seen.get(key)
+        if headers is None:
+            headers = seen[key] = _stored_headers(*key)
         records.append(Record(message.body, message.timestamp_ms, None, headers))
     return records
 
 
 def expirations_and_priorities(messages: Sequence[Message]
                                ) -> list[tuple[str | None, int | None]]:
-    """`Message.expiration_and_priority` for a batch; a message whose properties are
-    the very objects of the one before answers as it did."""
-    facts: list[tuple[str | None, int | None]] = []
-    last: Message | None = None
-    fact: tuple[str | None, int | None] = (None, None)
-    for message in messages:
-        if (last is None or message._properties is not last._properties
-                or message._encoded_properties is not last._encoded_properties):
-            fact = message.expiration_and_priority()
-            last = message
-        facts.append(fact)
-    return facts
+    """`Message.expiration_and_priority` for a batch."""
+    return [message.expiration_and_priority() for message in messages]
 
 
 def _stored_headers(exchange: str, routing_key: str, encoded_properties: bytes) -> Headers:

@@ -23,6 +23,7 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     retention_bytes = 1073741824
     [limits]
     max_message_bytes = 134217728
+    max_connections = 0         # client connections per node (0: no limit)
     [flow]                      # holding publishers while a queue's consumers catch up
     high = 200                  # ready messages above which they are held (0: never)
     low = 100                   # a hold ends once the backlog is down to this
@@ -33,6 +34,19 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     join = "n1@host1:25672"     # or: start empty and join through this member
     secret_file = "~/.logbroker.secret"   # like RabbitMQ's Erlang cookie
     queue_leader_locator = "client-local" # client-local | balanced | random
+    tls = true                  # the link over TLS, mutually verified with [tls]'s files
+    [tls]                       # AMQPS and HTTPS/WSS listeners (RabbitMQ's ssl_options)
+    cert = "server.pem"         # certificate chain
+    key = "server.key"
+    ca = "ca.pem"               # CA bundle for peer certificates
+    verify = "peer"             # none | peer
+    fail_if_no_peer_cert = true # refuse clients without a certificate (needs verify peer)
+    versions = "1.2,1.3"
+    ciphers = ""                # OpenSSL cipher list for TLS 1.2 ("": OpenSSL's defaults)
+    amqps_port = 5671           # the defaults once a certificate is configured
+    https_port = 15671
+    The key's password comes from LOGBROKER_TLS_KEY_PASSWORD or [tls] key_password only.
+    `--amqp-port 0` / `--http-port 0` turn the plain listeners off.
 """
 
 from __future__ import annotations
@@ -41,12 +55,14 @@ import argparse
 import logging
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from logbroker.broker_config import BrokerConfig
 from logbroker.event_loop import resolve_event_loop
 from logbroker.queue.publisher_flow import FlowLimits
+from logbroker.tls_options import TlsOptions, TlsOptionsError
 from segments.group_commit import FsyncPolicy
 
 if TYPE_CHECKING:
@@ -54,8 +70,23 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("logbroker")
 
-# (flag, environment variable, config section, config key, type)
-SETTINGS: tuple[tuple[str, str, str, str, type], ...] = (
+
+def switch(value: object) -> bool:
+    """A boolean setting: a bare flag, or true/false, yes/no, on/off, 1/0."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"{value!r} is not true or false")
+
+
+switch.__name__ = "boolean"
+
+# (flag, environment variable, config section, config key, type or parser)
+SETTINGS: tuple[tuple[str, str, str, str, Callable[[Any], Any]], ...] = (
     ("data_dir", "LOGBROKER_DATA_DIR", "node", "data_dir", str),
     ("node_name", "LOGBROKER_NODE_NAME", "node", "name", str),
     ("event_loop", "LOGBROKER_EVENT_LOOP", "node", "event_loop", str),
@@ -67,6 +98,7 @@ SETTINGS: tuple[tuple[str, str, str, str, type], ...] = (
     ("frame_max", "LOGBROKER_FRAME_MAX", "amqp", "frame_max", int),
     ("channel_max", "LOGBROKER_CHANNEL_MAX", "amqp", "channel_max", int),
     ("max_message_bytes", "LOGBROKER_MAX_MESSAGE_BYTES", "limits", "max_message_bytes", int),
+    ("max_connections", "LOGBROKER_MAX_CONNECTIONS", "limits", "max_connections", int),
     ("retention_ms", "LOGBROKER_RETENTION_MS", "storage", "retention_ms", int),
     ("retention_bytes", "LOGBROKER_RETENTION_BYTES", "storage", "retention_bytes", int),
     ("flow_high", "LOGBROKER_FLOW_HIGH", "flow", "high", int),
@@ -78,8 +110,22 @@ SETTINGS: tuple[tuple[str, str, str, str, type], ...] = (
     ("cluster_secret_file", "LOGBROKER_CLUSTER_SECRET_FILE", "cluster", "secret_file", str),
     ("queue_leader_locator", "LOGBROKER_QUEUE_LEADER_LOCATOR", "cluster",
      "queue_leader_locator", str),
+    ("cluster_tls", "LOGBROKER_CLUSTER_TLS", "cluster", "tls", switch),
+    ("amqps_port", "LOGBROKER_AMQPS_PORT", "tls", "amqps_port", int),
+    ("https_port", "LOGBROKER_HTTPS_PORT", "tls", "https_port", int),
+    ("tls_cert", "LOGBROKER_TLS_CERT", "tls", "cert", str),
+    ("tls_key", "LOGBROKER_TLS_KEY", "tls", "key", str),
+    ("tls_ca", "LOGBROKER_TLS_CA", "tls", "ca", str),
+    ("tls_verify", "LOGBROKER_TLS_VERIFY", "tls", "verify", str),
+    ("tls_fail_if_no_peer_cert", "LOGBROKER_TLS_FAIL_IF_NO_PEER_CERT", "tls",
+     "fail_if_no_peer_cert", switch),
+    ("tls_versions", "LOGBROKER_TLS_VERSIONS", "tls", "versions", str),
+    ("tls_ciphers", "LOGBROKER_TLS_CIPHERS", "tls", "ciphers", str),
 )
 SECRET_VARIABLE = "LOGBROKER_CLUSTER_SECRET"
+KEY_PASSWORD_VARIABLE = "LOGBROKER_TLS_KEY_PASSWORD"
+DEFAULT_AMQPS_PORT = 5671
+DEFAULT_HTTPS_PORT = 15671
 _FLOW_DEFAULTS = FlowLimits()
 
 
@@ -96,6 +142,7 @@ class ServeSettings:
     frame_max: int = 131072
     channel_max: int = 2047
     max_message_bytes: int = 128 * 1024 * 1024
+    max_connections: int = 0
     retention_ms: int = 24 * 3600 * 1000
     retention_bytes: int = 1 << 30
     flow_high: int = _FLOW_DEFAULTS.high
@@ -107,6 +154,18 @@ class ServeSettings:
     cluster_secret_file: str = "~/.logbroker.secret"
     queue_leader_locator: str = "client-local"
     cluster_secret: str = ""  # from LOGBROKER_CLUSTER_SECRET only: never a flag (ps shows flags)
+    amqps_port: int | None = None  # DEFAULT_AMQPS_PORT once a certificate is configured
+    https_port: int | None = None
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
+    tls_verify: str = "none"
+    tls_fail_if_no_peer_cert: bool = False
+    tls_versions: str = "1.2,1.3"
+    tls_ciphers: str = ""
+    tls_key_password: str = ""  # environment or config file only, as the cluster secret
+    cluster_tls: bool = False  # the cluster link over TLS (needs tls_cert, tls_key, tls_ca)
+    tls: TlsOptions | None = None  # built from the tls_* settings by resolve_settings
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -119,6 +178,7 @@ class ServeSettings:
             node_name=self.node_name,
             fsync_policy=FsyncPolicy.parse(self.fsync),
             max_message_bytes=self.max_message_bytes,
+            max_connections=self.max_connections,
             retention_ms=self.retention_ms,
             retention_bytes=self.retention_bytes,
             publisher_flow=None if self.flow_high == 0 else FlowLimits(
@@ -138,6 +198,42 @@ def _check_flow(settings: ServeSettings) -> None:
                             f"flow high {settings.flow_high}")
     if settings.flow_hold_max_ms <= 0:
         raise SettingsError(f"flow hold_max_ms {settings.flow_hold_max_ms} must be > 0")
+
+
+def _resolve_tls(settings: ServeSettings) -> None:
+    """Build the TLS options (and the TLS ports' defaults) once a certificate is set."""
+    if not settings.tls_cert:
+        stray = [name for name in ("tls_key", "tls_ca", "amqps_port", "https_port")
+                 if name in settings.sources]
+        if stray:
+            raise SettingsError(f"{settings.sources[stray[0]]} needs a certificate "
+                                f"(--tls-cert and --tls-key)")
+    else:
+        if not settings.tls_key:
+            raise SettingsError("--tls-cert needs its private key (--tls-key)")
+        try:
+            settings.tls = TlsOptions(
+                cert_file=settings.tls_cert, key_file=settings.tls_key, ca_file=settings.tls_ca,
+                verify=settings.tls_verify,
+                fail_if_no_peer_cert=settings.tls_fail_if_no_peer_cert,
+                key_password=settings.tls_key_password,
+                versions=tuple(v.strip() for v in settings.tls_versions.split(",") if v.strip()),
+                ciphers=settings.tls_ciphers)
+            settings.tls.server_context()  # bad files are refused now, not at a handshake
+        except TlsOptionsError as error:
+            raise SettingsError(str(error)) from error
+        if settings.amqps_port is None:
+            settings.amqps_port = DEFAULT_AMQPS_PORT
+        if settings.https_port is None:
+            settings.https_port = DEFAULT_HTTPS_PORT
+    if settings.cluster_tls and (settings.tls is None or not settings.tls_ca):
+        raise SettingsError("--cluster-tls needs the node's certificate, key and the CA "
+                            "that signs every node's certificate (--tls-cert, --tls-key, "
+                            "--tls-ca)")
+    if not (settings.amqp_port or settings.amqps_port):
+        raise SettingsError("--amqp-port 0 turns plain AMQP off, and no TLS listener "
+                            "(--tls-cert, --amqps-port) is configured: clients could not "
+                            "connect")
 
 
 def resolve_settings(
@@ -167,13 +263,17 @@ def resolve_settings(
         try:
             setattr(settings, name, kind(value))
         except (TypeError, ValueError) as error:
-            raise SettingsError(f"{source}: {value!r} is not a valid {kind.__name__}") from error
+            raise SettingsError(f"{source}: {value!r} is not a valid "
+                                f"{getattr(kind, '__name__', 'value')}") from error
         settings.sources[name] = source
     try:
         FsyncPolicy.parse(settings.fsync)
     except ValueError as error:
         raise SettingsError(str(error)) from error
     _check_flow(settings)
+    settings.tls_key_password = environment.get(
+        KEY_PASSWORD_VARIABLE, str(document.get("tls", {}).get("key_password", "")))
+    _resolve_tls(settings)
     try:
         settings.event_loop = resolve_event_loop(settings.event_loop)
     except ValueError as error:
@@ -207,8 +307,14 @@ def cluster_settings(settings: ServeSettings) -> ClusterSettings:
             secret = load_or_create_secret(os.path.expanduser(settings.cluster_secret_file))
         except (ClusterSecretError, OSError) as error:
             raise SettingsError(f"cluster secret: {error}") from error
+    link_tls = None
+    if settings.cluster_tls and settings.tls is not None:
+        try:
+            link_tls = settings.tls.link_contexts()
+        except TlsOptionsError as error:
+            raise SettingsError(str(error)) from error
     return ClusterSettings(
-        node_name=settings.node_name, secret=secret, bind_host=settings.host,
+        node_name=settings.node_name, secret=secret, bind_host=settings.host, link_tls=link_tls,
         cluster_port=settings.cluster_port or DEFAULT_CLUSTER_PORT,
         peers=peers + seeds, join=bool(settings.join), amqp_port=settings.amqp_port,
         http_port=settings.http_port, default_locator=settings.queue_leader_locator,

@@ -50,8 +50,8 @@ from logbroker.metadata import (
 )
 from logbroker.metadata.commands import Command
 from logbroker.publishing import Publisher, PublishResult
-from logbroker.queue.queue_endpoint import RemoteQueues
 from logbroker.queue.queue_shell import QueueShell
+from logbroker.queue.queue_type import RemoteQueues
 from logbroker.staging_queues import BatchKey, UnknownParts, select_parts
 
 STAMP_SCAN_BYTES = 1 << 20

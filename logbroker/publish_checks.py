@@ -41,4 +41,4 @@ def _check_exchange(broker: Broker, session: Session, exchange: str) -> None:
                 ACCESS_REFUSED,
                 f"cannot publish to internal exchange '{exchange}' in vhost '{vhost}'",
             )
-    broker.check(session, "exchange", exchange, "write")
+    broker.access.check(session, "exchange", exchange, "write")

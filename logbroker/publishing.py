@@ -11,17 +11,17 @@ the queue's dead-letter exchange, minus the queues that would close a cycle.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple
 
 from logbroker.dead_letter import dead_lettered, drop_cycles
 from logbroker.message import Message
 from logbroker.queue.effects import DeadLetterReason
-from logbroker.queue.queue_endpoint import RemoteQueues
 from logbroker.queue.queue_limits import Admission
 from logbroker.queue.queue_shell import QueueShell
+from logbroker.queue.queue_type import RemoteQueues
 from logbroker.routing import ExchangeRouter, RoutedMessage
+from segments.clock import SYSTEM_CLOCK, Clock
 
 
 class PublishResult(NamedTuple):  # immutable, so the usual outcomes are shared
@@ -43,10 +43,11 @@ class Publisher:
     through `RemoteQueues.publish`, one request per node and batch, in call order."""
 
     def __init__(self, routers: RouterLookup, queues: QueueLookup,
-                 remote: RemoteLookup = lambda: None) -> None:
+                 remote: RemoteLookup = lambda: None, clock: Clock = SYSTEM_CLOCK) -> None:
         self._routers = routers
         self._queues = queues
         self._remote = remote
+        self._clock = clock  # wall time: messages' timestamps, x-death's `time`
 
     def route_all(self, vhost: str, exchange: str, message: Message
                   ) -> tuple[list[QueueShell], list[str]]:
@@ -100,7 +101,7 @@ class Publisher:
         connection's id: a queue it consumes from never holds it.
         """
         try:
-            now_ms = int(time.time() * 1000)
+            now_ms = self._clock.wall_ms()
             routed = []
             forwarded: list[tuple[int, Message, list[str]]] = []
             # A batch's messages mostly share exchange and key; nothing can change the
@@ -221,7 +222,7 @@ class Publisher:
             return  # RabbitMQ drops the message when the DLX does not exist
         republished, routing_key = dead_lettered(
             message, source.name, reason, source.settings.dead_letter_routing_key,
-            int(time.time() * 1000),
+            self._clock.wall_ms(),
         )
         republished.exchange = exchange
         republished.routing_key = routing_key

@@ -42,7 +42,9 @@ async def remote_figures(broker: Broker, vhost: str, name: str) -> QueueFigures:
         try:
             endpoint = broker.remote.endpoint(vhost, name)
             if endpoint is not None:
-                return QueueFigures(*await endpoint.figures())
+                stats = await endpoint.stats()
+                return QueueFigures(stats.messages, stats.consumers, stats.first_offset,
+                                    stats.end_offset)
         except BrokerError:
             pass  # its leader is down or unreachable: what this node holds, if anything
     view = broker.replay_view(vhost, name)

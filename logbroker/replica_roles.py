@@ -26,25 +26,60 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from logbroker.errors import BrokerError
-from logbroker.metadata import ElectQueueLeader, QueueRecord
+from logbroker.metadata import Applied, Command, ElectQueueLeader, MetadataState, QueueRecord
+from logbroker.queue.queue_settings import QueueSettings
+from logbroker.queue.queue_type import Capabilities
 from logbroker.queue.replay_view import ReplayView
 from logbroker.queue.replica_setup import StaleEpochError
+from logbroker.queue.replication_gate import ReplicationGate
 from replication.queue.epoch_history import EpochHistory, EpochHistoryError
-
-if TYPE_CHECKING:
-    from logbroker.broker import Broker
+from segments.clock import SYSTEM_CLOCK, Clock
+from segments.filesystem import FileSystem
 
 logger = logging.getLogger(__name__)
 Key = tuple[str, str]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+class LedQueue(Protocol):
+    """A queue this node leads, as the roles see it (`QueueShell`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def settings(self) -> QueueSettings: ...
+
+    @property
+    def replication(self) -> ReplicationGate | None: ...
+
+    def capabilities(self) -> Capabilities: ...
+
+
+class RolesHost(Protocol):
+    """What the roles need from the node's broker (`Broker`): the metadata, the queues
+    led here, and opening and closing them."""
+
+    @property
+    def state(self) -> MetadataState: ...
+
+    @property
+    def fs(self) -> FileSystem: ...
+
+    def queue(self, vhost: str, name: str) -> LedQueue | None: ...
+
+    def all_queues(self) -> Sequence[LedQueue]: ...
+
+    def queue_directory(self, vhost: str, name: str) -> str: ...
+
+    def open_queue(self, vhost: str, name: str, high_watermark: int | None) -> None: ...
+
+    async def close_queue(self, vhost: str, name: str, reason: str) -> None: ...
+
+    async def apply(self, command: Command) -> Applied: ...
 
 
 class QueueReplicas(Protocol):
@@ -64,9 +99,11 @@ class QueueReplicas(Protocol):
 
 
 class ReplicaRoles:
-    def __init__(self, broker: Broker, replicas: QueueReplicas, node_name: str,
-                 current: Callable[[], bool] | None = None) -> None:
+    def __init__(self, broker: RolesHost, replicas: QueueReplicas, node_name: str,
+                 current: Callable[[], bool] | None = None, clock: Clock = SYSTEM_CLOCK
+                 ) -> None:
         self._broker = broker
+        self._clock = clock
         self.replicas = replicas
         self._node = node_name
         self._chains: dict[Key, asyncio.Future[None]] = {}
@@ -189,6 +226,18 @@ class ReplicaRoles:
                            record.name, error.reply_text)
             self._deferred.add((record.vhost, record.name))
 
+    def _follow_replica_set(self, shell: LedQueue, record: QueueRecord) -> None:
+        """Hand a changed replica set (same epoch) to the open leader's gate."""
+        gate = shell.replication
+        if gate is None:
+            return
+        if gate.leader.members != record.members:
+            gate.moved(lambda: gate.leader.set_members(
+                record.members, record.in_sync, self._clock.wall_ms()))
+        elif gate.leader.in_sync != record.in_sync:
+            # An in-sync change applied while the metadata was not current.
+            gate.moved(lambda: gate.leader.in_sync_committed(record.in_sync))
+
     async def _move(self, key: Key) -> None:
         vhost, name = key
         broker = self._broker
@@ -196,15 +245,8 @@ class ReplicaRoles:
         shell = broker.queue(vhost, name)
         if record is not None and record.leader_node == self._node:
             if shell is not None:
-                gate = shell.replication
-                if (gate is None) == (not record.replicated) and (
-                        gate is None or gate.leader.epoch == record.epoch):
-                    if gate is not None and gate.leader.members != record.members:
-                        gate.moved(lambda: gate.leader.set_members(
-                            record.members, record.in_sync, _now_ms()))
-                    elif gate is not None and gate.leader.in_sync != record.in_sync:
-                        # An in-sync change applied while the metadata was not current.
-                        gate.moved(lambda: gate.leader.in_sync_committed(record.in_sync))
+                if _leads_as_recorded(shell, record):
+                    self._follow_replica_set(shell, record)
                     return
                 # A new epoch, or the queue became (or stopped being) replicated.
                 await broker.close_queue(vhost, name, f"epoch {record.epoch} began")
@@ -226,3 +268,11 @@ class ReplicaRoles:
             self.replicas.follow(vhost, name)
         elif key in self.replicas.following():
             await self.replicas.forget(vhost, name)
+
+
+def _leads_as_recorded(shell: LedQueue, record: QueueRecord) -> bool:
+    """Whether the open shell is the leader the record names: replicated as the record
+    says, and (replicated) of the record's epoch."""
+    if shell.capabilities().replicated != record.replicated:
+        return False
+    return shell.replication is None or shell.replication.leader.epoch == record.epoch

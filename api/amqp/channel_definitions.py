@@ -16,7 +16,7 @@ queue's name as the key, as the spec and RabbitMQ do.
 
 RabbitMQ answers delete-ok for a queue or exchange that does not exist
 (deletion is idempotent since 3.x); the metadata agrees for exchanges, and the
-queue case is decided here because :func:`definitions.delete_queue` reports the
+queue case is decided here because :meth:`Definitions.delete_queue` reports the
 missing queue first.
 """
 
@@ -28,7 +28,6 @@ from typing import Any
 from pamqp import base, commands
 
 from api.amqp.frame_encoding import build_method
-from logbroker import definitions
 from logbroker.broker import Broker
 from logbroker.broker_config import Session
 from logbroker.errors import NOT_FOUND, BrokerError
@@ -73,29 +72,29 @@ class ChannelDefinitions:
     # -- exchanges ----------------------------------------------------------------
 
     async def _exchange_declare(self, method: commands.Exchange.Declare) -> base.Frame:
-        await definitions.declare_exchange(
-            self._broker, self._session, method.exchange, method.exchange_type,
+        await self._broker.definitions.declare_exchange(
+            self._session, method.exchange, method.exchange_type,
             passive=method.passive, durable=method.durable, auto_delete=method.auto_delete,
             internal=method.internal, arguments=method.arguments,
         )  # fmt: skip
         return commands.Exchange.DeclareOk()
 
     async def _exchange_delete(self, method: commands.Exchange.Delete) -> base.Frame:
-        await definitions.delete_exchange(
-            self._broker, self._session, method.exchange, method.if_unused
+        await self._broker.definitions.delete_exchange(
+            self._session, method.exchange, method.if_unused
         )
         return commands.Exchange.DeleteOk()
 
     async def _exchange_bind(self, method: commands.Exchange.Bind) -> base.Frame:
-        await definitions.bind_exchange(
-            self._broker, self._session, method.destination, method.source,
+        await self._broker.definitions.bind_exchange(
+            self._session, method.destination, method.source,
             method.routing_key, method.arguments,
         )  # fmt: skip
         return commands.Exchange.BindOk()
 
     async def _exchange_unbind(self, method: commands.Exchange.Unbind) -> base.Frame:
-        await definitions.bind_exchange(
-            self._broker, self._session, method.destination, method.source,
+        await self._broker.definitions.bind_exchange(
+            self._session, method.destination, method.source,
             method.routing_key, method.arguments, unbind=True,
         )  # fmt: skip
         return commands.Exchange.UnbindOk()
@@ -106,8 +105,8 @@ class ChannelDefinitions:
         if method.passive and self._pseudo_queue(method.queue):
             return build_method(commands.Queue.DeclareOk, queue=method.queue, message_count=0,
                                 consumer_count=0)
-        name, messages, consumers = await definitions.declare_queue(
-            self._broker, self._session, method.queue, passive=method.passive,
+        name, messages, consumers = await self._broker.definitions.declare_queue(
+            self._session, method.queue, passive=method.passive,
             durable=method.durable, exclusive=method.exclusive,
             auto_delete=method.auto_delete, arguments=method.arguments,
         )  # fmt: skip
@@ -117,30 +116,30 @@ class ChannelDefinitions:
 
     async def _queue_bind(self, method: commands.Queue.Bind) -> base.Frame:
         queue, key = self._queue_and_key(method.queue, method.routing_key)
-        await definitions.bind_queue(
-            self._broker, self._session, queue, method.exchange, key, method.arguments
+        await self._broker.definitions.bind_queue(
+            self._session, queue, method.exchange, key, method.arguments
         )
         return commands.Queue.BindOk()
 
     async def _queue_unbind(self, method: commands.Queue.Unbind) -> base.Frame:
         queue, key = self._queue_and_key(method.queue, method.routing_key)
-        await definitions.bind_queue(
-            self._broker, self._session, queue, method.exchange, key, method.arguments,
+        await self._broker.definitions.bind_queue(
+            self._session, queue, method.exchange, key, method.arguments,
             unbind=True,
         )  # fmt: skip
         return commands.Queue.UnbindOk()
 
     async def _queue_purge(self, method: commands.Queue.Purge) -> base.Frame:
         queue = self.queue_name(method.queue)
-        count = await definitions.purge_queue(self._broker, self._session, queue)
+        count = await self._broker.definitions.purge_queue(self._session, queue)
         return commands.Queue.PurgeOk(count)
 
     async def _queue_delete(self, method: commands.Queue.Delete) -> base.Frame:
         name = self.queue_name(method.queue)
         if self._broker.state.queue(self._session.vhost, name) is None:
             return commands.Queue.DeleteOk(0)  # idempotent, as RabbitMQ
-        count = await definitions.delete_queue(
-            self._broker, self._session, name, if_unused=method.if_unused,
+        count = await self._broker.definitions.delete_queue(
+            self._session, name, if_unused=method.if_unused,
             if_empty=method.if_empty,
         )  # fmt: skip
         return commands.Queue.DeleteOk(count)

@@ -23,12 +23,12 @@ every consumer it creates, so queues push basic.deliver through it.
   socket, so a queue with a deep backlog and a consumer without prefetch does
   not read the backlog into memory in one pump (no-ack consumers excepted:
   the queue core gives them no credit limit).
-* Acks, nacks, rejects, recover and tx.* are :mod:`api.amqp.channel_settlement`
-  (a mixin of this class).
-* Transactions buffer publishes and settlements (:mod:`api.amqp.channel_tx`);
-  tx.commit starts the publishes, settles, and answers commit-ok once the
-  publishes are durable. Until then the channel's later methods wait in a
-  backlog, so replies keep the order of requests.
+* Acks, nacks, rejects and recover go to the session's
+  :class:`~api.amqp.channel_settlement.ChannelSettlement`.
+* Transactions (:class:`~api.amqp.channel_tx.ChannelTransaction`) buffer
+  publishes and settlements; tx.commit starts the publishes, settles, and
+  answers commit-ok once the publishes are durable. Until then the channel's
+  later methods wait in a backlog, so replies keep the order of requests.
 * Ordering with publishes: publishes are routed a moment after they arrive
   (in their task's first step), so any other method (except ack / nack /
   reject) that arrives while publishes are unanswered waits in the same
@@ -40,7 +40,7 @@ every consumer it creates, so queues push basic.deliver through it.
 Errors: a :class:`BrokerError` (also raised here for channel-level rules)
 closes the channel with its reply code, text and the failing method's ids, or
 the connection for a hard error. Closing requeues everything the channel left
-unacked (``consuming.channel_closed``).
+unacked (``Consuming.channel_closed``).
 """
 
 from __future__ import annotations
@@ -55,29 +55,28 @@ from typing import Any
 from pamqp import base, commands
 
 from api.amqp.channel_definitions import DEFINITION_METHODS, ChannelDefinitions
-from api.amqp.channel_settlement import ChannelEvent, ChannelSettlement
+from api.amqp.channel_settlement import ChannelSettlement
 from api.amqp.channel_table import frame_ids
-from api.amqp.channel_tx import Transaction
+from api.amqp.channel_tx import ChannelTransaction, Settlement, apply_settlement
 from api.amqp.connection_context import ConnectionContext
 from api.amqp.delivery_tags import DeliveryTags, Unacked, UnknownDeliveryTag
 from api.amqp.direct_reply import PSEUDO_QUEUE, ReplyEndpoint
 from api.amqp.events import Acks, ChannelMethod, Publish
 from api.amqp.frame_encoding import build_method
-from api.amqp.pending_acks import PendingAcks
 from api.amqp.publish_pipeline import PublishPipeline
-from logbroker import consuming
 from logbroker.consumer_resubscription import ConsumeRequest, ConsumerMoves, SinkConsumer
 from logbroker.definitions import server_generated_name
 from logbroker.errors import NOT_IMPLEMENTED, PRECONDITION_FAILED, BrokerError
 from logbroker.message import Message
 from logbroker.publish_checks import check_publish
-from logbroker.queue.queue_endpoint import QueueEndpoint
+from logbroker.queue.queue_type import QueueType
 
 __all__ = ["ChannelSession"]
 
 NOT_ALLOWED = 530
 INTERNAL_ERROR = 541
 logger = logging.getLogger(__name__)
+ChannelEvent = ChannelMethod | Acks | Publish
 FLOW_BATCH = 64  # deliveries per channel between two socket flushes
 #: Methods that need not wait for the channel's earlier publishes: settling
 #: deliveries is independent of them, and delaying acks would stall consumers.
@@ -86,19 +85,20 @@ _UNORDERED: frozenset[type[base.Frame]] = frozenset(
 )
 
 
-class ChannelSession(ChannelSettlement):
+class ChannelSession:
     """The broker side of channel ``number`` (implements ``DeliverySink``)."""
 
     def __init__(
         self, ctx: ConnectionContext, number: int, on_closed: Callable[[int], None]
     ) -> None:
         self.number = number
+        self.closed = False
         self._ctx = ctx
         self._key = f"{ctx.session.connection_id}:{number}"
         self._on_closed = on_closed
         self._definitions = ChannelDefinitions(ctx.broker, ctx.session, ctx.direct_reply.exists)
         self._reply = ReplyEndpoint(ctx.direct_reply, self._deliver_reply)
-        self._tags: DeliveryTags[QueueEndpoint] = DeliveryTags()
+        self._tags: DeliveryTags[QueueType] = DeliveryTags()
         self._consumers: dict[str, SinkConsumer] = {}
         self._moves = ConsumerMoves(ctx.broker, ctx.session, self, self._consumers,
                                     lambda: self.closed, self._tell_cancelled)
@@ -107,25 +107,25 @@ class ChannelSession(ChannelSettlement):
         self._global_prefetch = 0  # channel-wide; 0: no limit
         self._since_flush = 0  # deliveries since the shell last flushed our output
         self._pipeline = PublishPipeline(ctx, number)
-        self._tx: Transaction[QueueEndpoint] | None = None
-        self._acks = PendingAcks(self._settle, ctx.after_read)
+        self._tx = ChannelTransaction(self, self._pipeline, self._tags, self._settle)
+        self._settlement = ChannelSettlement(self._tags, self._tx, self._settle,
+                                             ctx.after_read, self.send, self.fail)
         # Set while earlier publishes (or a tx.commit) are unanswered: later events wait.
         self._backlog: deque[ChannelEvent] | None = None
         self._tasks: set[asyncio.Future[base.Frame | None]] = set()
-        self.closed = False
         self._handlers: dict[type[base.Frame], Callable[[Any], None]] = {
             commands.Basic.Qos: self._qos,
             commands.Basic.Consume: self._consume,
             commands.Basic.Cancel: self._cancel,
             commands.Basic.Get: self._get,
-            commands.Basic.Ack: self._ack,
-            commands.Basic.Nack: self._nack,
-            commands.Basic.Reject: self._reject,
-            commands.Basic.Recover: self._recover,
-            commands.Basic.RecoverAsync: self._recover,
-            commands.Tx.Select: self._tx_select,
-            commands.Tx.Commit: self._tx_commit,
-            commands.Tx.Rollback: self._tx_rollback,
+            commands.Basic.Ack: self._settlement.ack,
+            commands.Basic.Nack: self._settlement.nack,
+            commands.Basic.Reject: self._settlement.reject,
+            commands.Basic.Recover: self._settlement.recover,
+            commands.Basic.RecoverAsync: self._settlement.recover,
+            commands.Tx.Select: self._tx.select,
+            commands.Tx.Commit: self._tx.commit,
+            commands.Tx.Rollback: self._tx.rollback,
             commands.Confirm.Select: self._confirm_select,
         }
 
@@ -212,11 +212,16 @@ class ChannelSession(ChannelSettlement):
             # Earlier publishes first: they must be routed before a binding changes and
             # be visible to this channel's own basic.get, as RabbitMQ's channel does.
             self._backlog = deque([event])
-            self._pipeline.barrier(lambda _: self._release_backlog())
+            self._pipeline.barrier(lambda _: self.release_requests())
             return
         self._dispatch(event)
 
-    def _release_backlog(self) -> None:
+    def hold_requests(self) -> None:
+        """Later events wait in the backlog until `release_requests` (TxChannel)."""
+        self._backlog = deque()
+
+    def release_requests(self) -> None:
+        """Handle the events that waited, in arrival order, until one gates again."""
         waiting, self._backlog = self._backlog or deque(), None
         while waiting and not self.closed:
             if self._backlog is not None:  # gated again: the rest waits behind it
@@ -226,14 +231,14 @@ class ChannelSession(ChannelSettlement):
 
     def _dispatch(self, event: ChannelEvent) -> None:
         if isinstance(event, Acks):
-            self._ack_run(event.acks)
+            self._settlement.ack_run(event.acks)
             return
         try:
             if isinstance(event, Publish):
                 self._publish(event)
                 return
-            if self._acks and type(event.method) is not commands.Basic.Ack:
-                self._acks.flush()  # what follows an ack sees it settled
+            if type(event.method) is not commands.Basic.Ack:
+                self._settlement.flush()  # what follows an ack sees it settled
             if type(event.method) in DEFINITION_METHODS:
                 self._run_async(self._definitions.handle(event.method), event.method)
             else:
@@ -246,7 +251,7 @@ class ChannelSession(ChannelSettlement):
     def _run_async(self, work: Awaitable[base.Frame | None], method: base.Frame) -> None:
         """Run a method that may wait (a definition change committed by the cluster, a
         forwarded get): later events wait in the backlog, so replies keep request order."""
-        self._backlog = deque()
+        self.hold_requests()
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(partial(self._async_done, method))
@@ -270,8 +275,8 @@ class ChannelSession(ChannelSettlement):
             return
         reply = task.result()
         if reply is not None and not getattr(method, "nowait", False):
-            self._send(reply)
-        self._release_backlog()
+            self.send(reply)
+        self.release_requests()
 
     def fail(self, err: BrokerError, method: base.Frame) -> None:
         """Close the channel (or, for a hard error, the connection) because of ``err``."""
@@ -290,16 +295,16 @@ class ChannelSession(ChannelSettlement):
         """The channel is gone: forget consumers, requeue whatever it left unacked."""
         if self.closed:
             return
-        self._acks.flush()  # acked before the close: settled, not requeued
+        self._settlement.flush()  # acked before the close: settled, not requeued
         self.closed = True
         self._pipeline.close()
         self._backlog = None
-        self._tx = None
+        self._tx.close()
         self._tags.take_all()
         self._consumers.clear()
         self._reply.close()
-        consuming.channel_closed(
-            self._ctx.broker, self._ctx.session.vhost, self._key, self._queues_used
+        self._ctx.broker.consuming.channel_closed(
+            self._ctx.session.vhost, self._key, self._queues_used
         )
 
     # -- basic.publish, confirm.select, tx.* ------------------------------------------
@@ -314,17 +319,17 @@ class ChannelSession(ChannelSettlement):
         raw = event.raw_properties if event.properties.reply_to == reply_to else b""
         message = Message(method.exchange, method.routing_key, event.body, event.properties,
                           _encoded_properties=raw or None)
-        if self._tx is not None:
-            self._tx.publishes.append((message, method.mandatory))
+        if self._tx.open:
+            self._tx.hold_publish(message, method.mandatory)
         else:
             self._pipeline.submit(message, method.mandatory)
 
     def _confirm_select(self, method: commands.Confirm.Select) -> None:
-        if self._tx is not None:
+        if self._tx.open:
             raise BrokerError(PRECONDITION_FAILED, "cannot switch from tx to confirm mode")
         self._pipeline.confirming = True
         if not method.nowait:
-            self._send(commands.Confirm.SelectOk())
+            self.send(commands.Confirm.SelectOk())
 
     # -- consuming -------------------------------------------------------------------
 
@@ -336,7 +341,7 @@ class ChannelSession(ChannelSettlement):
             self.resume()
         else:
             self._prefetch_count = method.prefetch_count
-        self._send(commands.Basic.QosOk())
+        self.send(commands.Basic.QosOk())
 
     def _consume(self, method: commands.Basic.Consume) -> None:
         queue = self._definitions.queue_name(method.queue)
@@ -346,19 +351,19 @@ class ChannelSession(ChannelSettlement):
         if queue == PSEUDO_QUEUE:
             tag = self._reply.consume(method, server_generated_name("amq.ctag-"))
             if not method.nowait:
-                self._send(commands.Basic.ConsumeOk(tag))
+                self.send(commands.Basic.ConsumeOk(tag))
             return
         self._run_async(self._consume_queue(method, queue), method)
 
     async def _consume_queue(self, method: commands.Basic.Consume, queue: str) -> None:
         ctx = self._ctx
-        tag, endpoint = await consuming.consume(
-            ctx.broker, ctx.session, queue, self, consumer_tag=method.consumer_tag,
+        tag, endpoint = await ctx.broker.consuming.consume(
+            ctx.session, queue, self, consumer_tag=method.consumer_tag,
             no_ack=method.no_ack, exclusive=method.exclusive,
             prefetch_count=self._prefetch_count, arguments=method.arguments,
         )  # fmt: skip
         if self.closed:  # closed while a remote leader registered the consumer
-            consuming.cancel(ctx.broker, ctx.session, queue, tag)
+            ctx.broker.consuming.cancel(ctx.session, queue, tag)
             return
         self._consumers[tag] = SinkConsumer(endpoint, ConsumeRequest(
             queue, tag, method.no_ack, method.exclusive, self._prefetch_count,
@@ -367,7 +372,7 @@ class ChannelSession(ChannelSettlement):
         # Sent here, not when the task is done: the queue's pump (scheduled by the
         # registration) must find the consumer known and its consume-ok sent.
         if not method.nowait:
-            self._send(commands.Basic.ConsumeOk(tag))
+            self.send(commands.Basic.ConsumeOk(tag))
         endpoint.schedule_pump()
 
     def _cancel(self, method: commands.Basic.Cancel) -> None:
@@ -376,9 +381,9 @@ class ChannelSession(ChannelSettlement):
         if consumer is None:
             self._reply.cancel(tag)
         else:
-            consuming.cancel(self._ctx.broker, self._ctx.session, consumer.endpoint.name, tag)
+            self._ctx.broker.consuming.cancel(self._ctx.session, consumer.endpoint.name, tag)
         if not method.nowait:
-            self._send(commands.Basic.CancelOk(tag))
+            self.send(commands.Basic.CancelOk(tag))
 
     def _get(self, method: commands.Basic.Get) -> None:
         self._run_async(self._get_message(method), method)
@@ -386,14 +391,14 @@ class ChannelSession(ChannelSettlement):
     async def _get_message(self, method: commands.Basic.Get) -> None:
         ctx = self._ctx
         queue = self._definitions.queue_name(method.queue)
-        found = await consuming.get(ctx.broker, ctx.session, queue, self._key, method.no_ack)
+        found = await ctx.broker.consuming.get(ctx.session, queue, self._key, method.no_ack)
         self._queues_used.add(queue)
         if self.closed:
             if found is not None and not method.no_ack:
                 found[4].reject([found[0]], requeue=True)
             return
         if found is None:
-            self._send(commands.Basic.GetEmpty())
+            self.send(commands.Basic.GetEmpty())
             return
         offset, redelivered, message, left, endpoint = found
         entry = None if method.no_ack else Unacked(endpoint, offset, None)
@@ -404,6 +409,14 @@ class ChannelSession(ChannelSettlement):
         ctx.machine.send_content(self.number, reply, message.encoded_properties(), message.body)
         ctx.notify_output()
 
-    def _send(self, method: base.Frame) -> None:
+    def send(self, method: base.Frame) -> None:
+        """Send `method` on this channel."""
         self._ctx.machine.send_method(self.number, method)
         self._ctx.notify_output()
+
+    def _settle(self, settlement: Settlement[QueueType]) -> list[QueueType]:
+        """Carry `settlement` out on the queues (the settlement's and the tx's `Settle`)."""
+        settled = apply_settlement(self._ctx.broker, self._ctx.session.vhost, settlement)
+        if self._global_prefetch:
+            self.resume()  # channel credit grew for every queue we consume from
+        return settled

@@ -1,157 +1,94 @@
-"""`ChannelSettlement`: a channel's acks, nacks, rejects, recover and transactions.
+"""`ChannelSettlement`: settling a channel's unacked deliveries (ack, nack, reject, recover).
 
-Part of :class:`~api.amqp.channel_session.ChannelSession` (a mixin: it works on
-the session's delivery tags, transaction and pending acks). Outside a
-transaction, acks of one socket read are settled together (`PendingAcks`) and
-nacks, rejects and recover at once; inside one, every settlement waits for
-tx.commit, which settles them, starts the buffered publishes and answers
-commit-ok once both are durable (`channel_tx.py`); tx.rollback gives the
-deliveries their tags back.
+Theory of operation
+-------------------
+A channel session holds one :class:`ChannelSettlement` over the channel's
+:class:`~api.amqp.delivery_tags.DeliveryTags`. Each method takes its tags at
+once (an unknown tag fails at its own method, with 406 PRECONDITION_FAILED)
+and then
+
+* outside a transaction: plain acks of one socket read are gathered and
+  settled together (:class:`~api.amqp.pending_acks.PendingAcks`); nacks,
+  rejects and recover settle at once;
+* inside one (:class:`~api.amqp.channel_tx.ChannelTransaction`): every
+  settlement waits for tx.commit, and tx.rollback gives the tags back.
+
+Invariant: a delivery tag is settled at most once; whatever is gathered is
+settled before the channel handles any other method and before it closes
+(`flush`), so what follows an ack sees it settled and nothing acked is
+requeued by the close.
 """
 
 from __future__ import annotations
 
-import asyncio
-from abc import ABC, abstractmethod
-from collections import deque
-from functools import partial
+from collections.abc import Callable
 
 from pamqp import base, commands
 
-from api.amqp.channel_tx import Settlement, Transaction, apply_settlement, settles_durable
-from api.amqp.connection_context import ConnectionContext
+from api.amqp.channel_tx import ChannelTransaction, Settle, Settlement
 from api.amqp.delivery_tags import DeliveryTags, UnknownDeliveryTag
-from api.amqp.events import Acks, ChannelMethod, Publish
 from api.amqp.pending_acks import PendingAcks
-from api.amqp.publish_pipeline import PublishPipeline
 from logbroker.errors import NOT_IMPLEMENTED, PRECONDITION_FAILED, BrokerError
-from logbroker.queue.queue_endpoint import QueueEndpoint
+from logbroker.queue.queue_type import QueueType
 
 __all__ = ["ChannelSettlement"]
 
-ChannelEvent = ChannelMethod | Acks | Publish
+Fail = Callable[[BrokerError, base.Frame], None]
 
 
-class ChannelSettlement(ABC):
-    """The settlement and tx methods of a channel session; the session provides the
-    state below and the abstract methods."""
+class ChannelSettlement:
+    """The ack, nack, reject and recover methods of one channel."""
 
-    closed: bool
-    _ctx: ConnectionContext
-    _tags: DeliveryTags[QueueEndpoint]
-    _tx: Transaction[QueueEndpoint] | None
-    _acks: PendingAcks
-    _pipeline: PublishPipeline
-    _global_prefetch: int
-    _backlog: deque[ChannelEvent] | None
+    def __init__(self, tags: DeliveryTags[QueueType], tx: ChannelTransaction,
+                 settle: Settle, after_read: Callable[[Callable[[], None]], None],
+                 send: Callable[[base.Frame], None], fail: Fail) -> None:
+        """`settle` carries a settlement out on the queues; `fail` closes the channel."""
+        self._tags = tags
+        self._tx = tx
+        self._settle = settle
+        self._send = send
+        self._fail = fail
+        self._acks = PendingAcks(settle, after_read)
 
-    @abstractmethod
-    def fail(self, err: BrokerError, method: base.Frame) -> None:
-        """Close the channel (or the connection) for `err`, raised by `method`."""
+    def flush(self) -> None:
+        """Settle the gathered acks now (before another method, or the close)."""
+        self._acks.flush()
 
-    @abstractmethod
-    def resume(self) -> None:
-        """Credit may have grown: pump the channel's queues."""
+    def ack(self, method: commands.Basic.Ack) -> None:
+        self.ack_run([(method.delivery_tag, method.multiple)])
 
-    @abstractmethod
-    def _send(self, method: base.Frame) -> None:
-        """Send `method` on the channel."""
-
-    @abstractmethod
-    def _release_backlog(self) -> None:
-        """Handle the events that waited for the channel's earlier publishes."""
-
-    # -- tx.* ------------------------------------------------------------------------
-
-    def _tx_select(self, _method: commands.Tx.Select) -> None:
-        if self._pipeline.confirming:
-            raise BrokerError(PRECONDITION_FAILED, "cannot switch from confirm to tx mode")
-        if self._tx is None:
-            self._tx = Transaction()
-        self._send(commands.Tx.SelectOk())
-
-    def _tx_commit(self, method: commands.Tx.Commit) -> None:
-        publishes, settlements = self._transaction().take()
-        touched = [endpoint for settlement in settlements for endpoint in self._settle(settlement)]
-        settled = asyncio.ensure_future(settles_durable(touched))
-        # Retrieved even if the channel closes first and the barrier never runs.
-        settled.add_done_callback(_retrieve_outcome)
-        for message, mandatory in publishes:
-            self._pipeline.submit(message, mandatory)
-        self._backlog = deque()  # later requests wait for commit-ok
-        self._pipeline.barrier(lambda all_confirmed: settled.add_done_callback(
-            partial(self._committed, method, all_confirmed)))
-
-    def _committed(self, method: commands.Tx.Commit, all_confirmed: bool,
-                   settled: asyncio.Future[None]) -> None:
-        if self.closed:
-            return  # nobody left to tell
-        if not all_confirmed or settled.cancelled() or settled.exception() is not None:
-            self.fail(BrokerError(PRECONDITION_FAILED, "partial tx completion"), method)
-            return
-        self._send(commands.Tx.CommitOk())
-        self._release_backlog()
-
-    def _tx_rollback(self, _method: commands.Tx.Rollback) -> None:
-        _publishes, settlements = self._transaction().take()
-        for settlement in settlements:
-            self._tags.restore(settlement.deliveries)
-        self._send(commands.Tx.RollbackOk())
-
-    def _transaction(self) -> Transaction[QueueEndpoint]:
-        if self._tx is None:
-            raise BrokerError(PRECONDITION_FAILED, "channel is not transactional")
-        return self._tx
-
-    # -- settlement ------------------------------------------------------------------
-
-    def _ack(self, method: commands.Basic.Ack) -> None:
-        self._ack_run([(method.delivery_tag, method.multiple)])
-
-    def _ack_run(self, acks: list[tuple[int, bool]]) -> None:
+    def ack_run(self, acks: list[tuple[int, bool]]) -> None:
         """basic.acks in a row, in order; an unknown tag closes the channel there, as
         its own ack would have."""
-        tags, tx, gathered = self._tags, self._tx, self._acks
         for delivery_tag, multiple in acks:
             try:
-                taken = tags.take(delivery_tag, multiple)
+                taken = self._tags.take(delivery_tag, multiple)
             except UnknownDeliveryTag as err:
-                self.fail(BrokerError(PRECONDITION_FAILED, str(err)),
-                          commands.Basic.Ack(delivery_tag, multiple))
+                self._fail(BrokerError(PRECONDITION_FAILED, str(err)),
+                           commands.Basic.Ack(delivery_tag, multiple))
                 return
-            if tx is not None:
-                tx.settlements.append(Settlement(taken, ack=True))
+            if self._tx.open:
+                self._tx.hold_settlement(Settlement(taken, ack=True))
             else:
-                gathered.add(taken)  # settled with the read's other acks (pending_acks.py)
+                self._acks.add(taken)  # settled with the read's other acks (pending_acks.py)
 
-    def _nack(self, method: commands.Basic.Nack) -> None:
+    def nack(self, method: commands.Basic.Nack) -> None:
         taken = self._tags.take(method.delivery_tag, method.multiple)
         self._settle_or_hold(Settlement(taken, ack=False, requeue=method.requeue))
 
-    def _reject(self, method: commands.Basic.Reject) -> None:
+    def reject(self, method: commands.Basic.Reject) -> None:
         taken = self._tags.take(method.delivery_tag or 0, multiple=False)
         self._settle_or_hold(Settlement(taken, ack=False, requeue=method.requeue))
 
-    def _recover(self, method: commands.Basic.Recover | commands.Basic.RecoverAsync) -> None:
+    def recover(self, method: commands.Basic.Recover | commands.Basic.RecoverAsync) -> None:
         if not method.requeue:
             raise BrokerError(NOT_IMPLEMENTED, "requeue=false")
         self._settle(Settlement(self._tags.take_all(), ack=False, requeue=True))
         if isinstance(method, commands.Basic.Recover):
             self._send(commands.Basic.RecoverOk())
 
-    def _settle_or_hold(self, settlement: Settlement[QueueEndpoint]) -> None:
-        if self._tx is not None:
-            self._tx.settlements.append(settlement)
+    def _settle_or_hold(self, settlement: Settlement[QueueType]) -> None:
+        if self._tx.open:
+            self._tx.hold_settlement(settlement)
         else:
             self._settle(settlement)
-
-    def _settle(self, settlement: Settlement[QueueEndpoint]) -> list[QueueEndpoint]:
-        settled = apply_settlement(self._ctx.broker, self._ctx.session.vhost, settlement)
-        if self._global_prefetch:
-            self.resume()  # channel credit grew for every queue we consume from
-        return settled
-
-
-def _retrieve_outcome(future: asyncio.Future[None]) -> None:
-    if not future.cancelled():
-        future.exception()

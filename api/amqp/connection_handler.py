@@ -5,7 +5,7 @@ Read loop of the pure :class:`~api.amqp.connection_machine.AmqpConnection`
 
     read bytes -> machine.receive_data -> events -> broker calls -> machine.send_* -> flush
 
-* Events: ``OpenRequested`` is answered at once (``broker.check_vhost``, then
+* Events: ``OpenRequested`` is answered at once (``broker.access.check_vhost``, then
   accept or refuse); ``ChannelOpened`` creates a
   :class:`~api.amqp.channel_session.ChannelSession`, which gets its channel's
   methods and publishes; ``ChannelClosed`` closes it (unacked messages
@@ -15,15 +15,19 @@ Read loop of the pure :class:`~api.amqp.connection_machine.AmqpConnection`
   delivering, a publish confirmed) ask for one flush per loop iteration.
 * Time: a loop timer calls ``machine.tick`` at ``next_deadline_ms()``
   (heartbeats out, heartbeat / handshake / close-wait timeouts).
-* Back-pressure: before each read the loop waits while the socket's write
-  buffer is over its high-water mark (a client that does not read is not fed
-  more work) and while the connection's publishes in flight exceed their byte
-  limit (a publisher is slowed to the disk's pace); while the write buffer is
-  high, channels report no prefetch credit, so queues stop delivering to it.
+* Back-pressure: before each read the loop asks the connection's
+  :class:`~api.connection_flow.ConnectionFlow`, which waits while the
+  connection's publishes in flight exceed their byte limit (a publisher is
+  slowed to the disk's pace), while queues it published to hold it back, while
+  a resource alarm blocks it, and while the socket's write buffer is over its
+  high-water mark (a client that does not read is not fed more work); while
+  the write buffer is high, channels report no prefetch credit, so queues stop
+  delivering to it.
 * Resource alarms (memory / disk, :mod:`logbroker.resource_alarms`): every
   connection gets connection.blocked (if it has the capability) and those that
   have published are no longer read until connection.unblocked, as RabbitMQ
-  does; the heartbeat monitor is paused meanwhile, as RabbitMQ pauses it.
+  does; the heartbeat monitor is paused meanwhile (and while queues hold the
+  connection in flow), as RabbitMQ pauses it.
 * The end: on ``ConnectionClosed``, end of file or a socket error, every
   channel is closed (its unacked messages requeued), the connection's
   exclusive queues are deleted and the socket is closed.
@@ -38,12 +42,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from api.amqp.channel_session import ChannelSession
-from api.amqp.connection_context import ConnectionContext, InFlight
+from api.amqp.connection_context import IN_FLIGHT_UNIT, ConnectionContext
 from api.amqp.connection_machine import AmqpConnection
 from api.amqp.direct_reply import DirectReplyRegistry
 from api.amqp.events import (
@@ -61,14 +64,15 @@ from api.amqp.handshake import LoginUnavailable
 from api.amqp.output_round import OutputRound
 from api.amqp.reply_texts import reply_text
 from api.amqp.server_properties import ConnectionConfig
-from logbroker import definitions
+from api.connection_flow import ConnectionFlow
 from logbroker.broker import Broker
 from logbroker.broker_config import Session
 from logbroker.connections import ConnectionInfo
 from logbroker.definitions_loaded import DefinitionsNotLoaded
 from logbroker.errors import BrokerError
 from logbroker.metadata.reply_codes import ReplyCode
-from logbroker.queue.flow_gate import take_pending, wait_for_holds
+from logbroker.tls_options import peer_user_name
+from segments.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["ConnectionHandler"]
 
@@ -79,17 +83,13 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024  # socket write buffer above this: congested
 PUBLISH_IN_FLIGHT_LIMIT = 64 * 1024 * 1024  # bytes routed but not yet durable, per connection
 
 
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
 class ConnectionHandler:
     """One client connection: socket, connection machine and channel sessions."""
 
     def __init__(
         self, broker: Broker, config: ConnectionConfig, reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter, serial: int, replies: DirectReplyRegistry | None = None,
-        output_round: OutputRound | None = None,
+        output_round: OutputRound | None = None, clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         peer = writer.get_extra_info("peername")
         self.peer_host: str | None = str(peer[0]) if peer else None
@@ -98,17 +98,19 @@ class ConnectionHandler:
         self._info: ConnectionInfo | None = None
         self.connection_id = f"{self.peer_host}:{port}:{serial}"
         self._broker = broker
+        self._clock = clock
         self._replies = replies or DirectReplyRegistry()
         self._round = output_round or OutputRound()
         self._reader = reader
         self._writer = writer
         self._machine = AmqpConnection(
-            replace(config, client_address=self.peer_host or ""), self._authenticate, _now_ms()
-        )
+            replace(config, client_address=self.peer_host or "",
+                    certificate_user=peer_user_name(writer.get_extra_info("peercert"))),
+            self._authenticate, clock.monotonic_ms())
         self._sessions: dict[int, ChannelSession] = {}
         self._ctx: ConnectionContext | None = None
-        self._in_flight = InFlight(PUBLISH_IN_FLIGHT_LIMIT)
-        self._flow_holds: list[asyncio.Future[None]] = []  # see _wait_for_flow
+        self._flow = ConnectionFlow({IN_FLIGHT_UNIT: PUBLISH_IN_FLIGHT_LIMIT + 1},  # over it
+                                    self.congested, self._output_drained, self._set_state)
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline = 0
@@ -117,18 +119,15 @@ class ConnectionHandler:
         self._finished = False
         self._end_task: asyncio.Future[None] | None = None
         self._end_reason = ""
-        self._unblocked = asyncio.Event()  # cleared while a resource alarm blocks publishers
-        self._unblocked.set()
-        self._published = False
         self._handling_input = False
         self._after_read: list[Callable[[], None]] = []  # see after_read
         self.task: asyncio.Task[object] | None = None
         writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
 
-    def _authenticate(self, username: str, password: str) -> str | None:
+    def _authenticate(self, username: str, password: str | None) -> str | None:
         # The peer host decides RabbitMQ's loopback-only rule for "guest".
         try:
-            return self._broker.authenticate(username, password, self.peer_host)
+            return self._broker.access.authenticate(username, password, self.peer_host)
         except DefinitionsNotLoaded as error:
             raise LoginUnavailable(error.text) from None
 
@@ -143,11 +142,12 @@ class ConnectionHandler:
             await self._broker.definitions_loaded.wait()
             self._process()
             while not self._machine.closed and not self._finished:
-                await self._wait_for_room()
+                if not await self._flow.wait():
+                    break
                 data = await self._reader.read(READ_SIZE)
                 if not data:
                     break
-                self._machine.receive_data(data, _now_ms())
+                self._machine.receive_data(data, self._clock.monotonic_ms())
                 self._process()
         except (ConnectionError, OSError) as err:
             self._end_reason = self._end_reason or f"socket error: {err}"
@@ -157,39 +157,15 @@ class ConnectionHandler:
         finally:
             await self._finish()
 
-    async def _wait_for_room(self) -> None:
-        if self.congested():
-            await self._writer.drain()
-        while self._in_flight.full and not self._machine.closed:
-            await self._in_flight.wait_for_room()
-        if self._flow_holds:
-            await self._wait_for_flow()
-        if self._published and not self._unblocked.is_set() and not self._finished:
-            # A publishing connection waits out the alarm unread; like RabbitMQ, do not
-            # count the silence this causes as missed heartbeats.
-            self._set_state("blocked")
-            try:
-                while not self._unblocked.is_set() and not self._finished:
-                    await self._unblocked.wait()
-            finally:
-                self._set_state("running")
-
-    async def _wait_for_flow(self) -> None:
-        """Queues this connection published to hold it back while their consumers catch
-        up (logbroker.queue.publisher_flow): it is not read until they let go."""
-        holds = take_pending(self._flow_holds)
-        if not holds:
-            return
-        self._set_state("flow")
-        try:
-            await wait_for_holds(holds)
-        finally:
-            self._set_state("running")
+    async def _output_drained(self) -> bool:
+        """The socket's write buffer is below its high-water mark (the flow's port)."""
+        await self._writer.drain()
+        return True
 
     def _set_state(self, state: str) -> None:
         """"running", or why the connection is not read: "flow", "blocked" (RabbitMQ's
         connection states). Silence while not read is not a missed heartbeat."""
-        self._machine.pause_heartbeat_monitor(state != "running", _now_ms())
+        self._machine.pause_heartbeat_monitor(state != "running", self._clock.monotonic_ms())
         if self._info is not None:
             self._info.state = state
 
@@ -199,11 +175,10 @@ class ConnectionHandler:
         As RabbitMQ does, every connection is told (if it has the capability) and
         connections that publish stop being read until the alarm clears.
         """
+        self._flow.alarm(active)
         if active:
-            self._unblocked.clear()
             self._machine.send_blocked(reason)
         else:
-            self._unblocked.set()
             self._machine.send_unblocked()
         self.notify_output()
 
@@ -241,7 +216,8 @@ class ConnectionHandler:
 
     def _dispatch(self, event: Event) -> None:
         if isinstance(event, ChannelMethod | Acks | Publish):
-            self._published = self._published or isinstance(event, Publish)
+            if isinstance(event, Publish):
+                self._flow.published()
             session = self._sessions.get(event.channel)
             if session is not None:
                 session.handle(event)
@@ -269,9 +245,17 @@ class ConnectionHandler:
 
     def _open(self, event: OpenRequested) -> None:
         try:
-            self._broker.check_vhost(event.user, event.virtual_host)
+            self._broker.access.check_vhost(event.user, event.virtual_host)
         except BrokerError as err:
             self._machine.refuse_open(err.reply_code, err.reply_text)
+            return
+        refusal = self._broker.connections.refusal(
+            event.virtual_host,
+            self._broker.state.vhost_limit(event.virtual_host, "max-connections"))
+        if refusal is not None:
+            logger.warning("connection %s: %s", self.connection_id, refusal)
+            self._machine.refuse_open(ReplyCode.NOT_ALLOWED,
+                                      reply_text(ReplyCode.NOT_ALLOWED, refusal))
             return
         self._ctx = ConnectionContext(
             broker=self._broker,
@@ -280,15 +264,16 @@ class ConnectionHandler:
             notify_output=self.notify_output,
             after_read=self.after_read,
             congested=self.congested,
-            in_flight=self._in_flight,
-            flow_holds=self._flow_holds,
+            flow=self._flow,
             cancel_notify=self._machine.client_capabilities.get("consumer_cancel_notify")
             is True,
             direct_reply=self._replies,
         )
         self._machine.accept_open()
-        self._info = ConnectionInfo(self.connection_id, "AMQP 0-9-1", self.peer_host or "",
-                                    self._peer_port, event.user, event.virtual_host)
+        self._info = ConnectionInfo(
+            self.connection_id, "AMQP 0-9-1", self.peer_host or "", self._peer_port,
+            event.user, event.virtual_host, auth_mechanism=self._machine.auth_mechanism,
+            ssl=self._writer.get_extra_info("ssl_object") is not None)
         self._broker.connections.add(self._info)
         alarms = self._broker.resources.alarms
         if alarms.active:
@@ -379,7 +364,7 @@ class ConnectionHandler:
         if self._timer is not None and self._timer_deadline <= deadline:
             return  # the armed timer fires first; it re-arms for later deadlines
         self._cancel_timer()
-        delay_s = max(0, deadline - _now_ms() + 1) / 1000
+        delay_s = max(0, deadline - self._clock.monotonic_ms() + 1) / 1000
         self._timer = self._loop.call_later(delay_s, self._on_timer)
         self._timer_deadline = deadline
 
@@ -390,7 +375,7 @@ class ConnectionHandler:
 
     def _on_timer(self) -> None:
         self._timer = None
-        self._machine.tick(_now_ms())
+        self._machine.tick(self._clock.monotonic_ms())
         self._process()
 
     # -- the end --------------------------------------------------------------------------
@@ -416,14 +401,14 @@ class ConnectionHandler:
             return
         self._finished = True
         self._broker.connections.remove(self.connection_id)
-        self._unblocked.set()  # a read loop waiting out an alarm must see the end
+        self._flow.close()  # a read loop waiting (an alarm, a hold) must see the end
         self._cancel_timer()
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
             session.close()
         if self._ctx is not None:
             try:
-                await definitions.delete_exclusive_queues(self._broker, self.connection_id)
+                await self._broker.definitions.delete_exclusive_queues(self.connection_id)
             except BrokerError:
                 logger.exception("connection %s: deleting exclusive queues", self.connection_id)
         data = self._machine.data_to_send()

@@ -35,7 +35,6 @@ from api.amqp.negotiation import (
 )
 from api.amqp.reply_texts import reply_text
 from api.amqp.server_properties import (
-    AUTH_MECHANISMS,
     FRAME_MIN_SIZE,
     LOCALES,
     ConnectionConfig,
@@ -62,9 +61,10 @@ __all__ = [
     "LoginUnavailable",
 ]
 
-#: ``authenticate(username, password) -> user name, or None to refuse the login``;
-#: raises :class:`LoginUnavailable` when it cannot tell yet.
-Authenticator = Callable[[str, str], str | None]
+#: ``authenticate(username, password) -> user name, or None to refuse the login``
+#: (password None: EXTERNAL, the listener's verified certificate vouches for the
+#: user); raises :class:`LoginUnavailable` when it cannot tell yet.
+Authenticator = Callable[[str, str | None], str | None]
 
 
 class LoginUnavailable(Exception):
@@ -132,7 +132,7 @@ class Handshake:
             version_major=0,
             version_minor=9,
             server_properties=server_properties(self._config),
-            mechanisms=AUTH_MECHANISMS,
+            mechanisms=self._config.mechanisms,
             locales=LOCALES,
         )
         self._out.method(0, start)
@@ -191,7 +191,9 @@ class Handshake:
         caps = self.client_properties.get("capabilities")
         self.client_capabilities = caps if isinstance(caps, dict) else {}
         self.mechanism = str(method.mechanism)
-        credentials = parse_credentials(self.mechanism, as_bytes(method.response))
+        credentials = parse_credentials(self.mechanism, as_bytes(method.response),
+                                        self._config.mechanisms,
+                                        self._config.certificate_user)
         self.login_user = credentials.username
         try:
             user = self._authenticate(credentials.username, credentials.password)

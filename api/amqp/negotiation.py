@@ -42,7 +42,7 @@ __all__ = [
     "refused_login_explanation",
 ]
 
-SUPPORTED_MECHANISMS = ("PLAIN", "AMQPLAIN")
+SUPPORTED_MECHANISMS = ("PLAIN", "AMQPLAIN", "EXTERNAL")
 
 ACCEPTED_PROTOCOL_HEADERS = (PROTOCOL_HEADER, b"AMQP\x01\x01\x00\x09")
 
@@ -55,10 +55,12 @@ _TUNE_OK_IDS = (commands.Connection.frame_id, commands.Connection.TuneOk.frame_i
 
 @dataclass(frozen=True, slots=True)
 class Credentials:
-    """User name and password from a start-ok response."""
+    """User name and password from a start-ok response. EXTERNAL (RabbitMQ's
+    rabbitmq_auth_mechanism_ssl) has no password: the listener's verified client
+    certificate names the user, and `password` is None."""
 
     username: str
-    password: str
+    password: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +85,15 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-def parse_credentials(mechanism: str, response: bytes) -> Credentials:
-    """Credentials from a start-ok ``response`` or a :class:`ProtocolError`."""
+def parse_credentials(mechanism: str, response: bytes, offered: str = "PLAIN AMQPLAIN",
+                      certificate_user: str | None = None) -> Credentials:
+    """Credentials from a start-ok ``response`` or a :class:`ProtocolError`. EXTERNAL
+    ignores the response, as RabbitMQ does: the user is the certificate's
+    (``certificate_user``; "" when the client sent none, which no user is)."""
+    if mechanism not in offered.split():
+        mechanism = ""  # a mechanism this listener did not offer is unknown here
+    if mechanism == "EXTERNAL":
+        return Credentials(certificate_user or "", None)
     if mechanism == "PLAIN":
         return _parse_plain(response)
     if mechanism == "AMQPLAIN":

@@ -16,9 +16,10 @@ publish order, and one queue's log receives them in that order.
 
 Their *answers* must keep that order too: publisher confirms carry delivery
 tags 1, 2, 3, ... in publish order, and a mandatory message's basic.return has
-to reach the client before its confirm. So every publish is an entry in a
-FIFO; when any task finishes, one drain pass (scheduled once, however many
-finished) pops the finished entries from the head and
+to reach the client before its confirm. So every publish is an entry of an
+:class:`~api.ordered_answers.OrderedAnswers`; when any batch finishes, one
+pass (scheduled once, however many finished) takes the finished entries from
+the head and
 
 * sends basic.return (312 NO_ROUTE) for an unroutable mandatory message,
 * collects confirms, and sends each run of consecutive acks (or nacks) as one
@@ -37,15 +38,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from pamqp import commands
 
-from api.amqp.connection_context import ConnectionContext
+from api.amqp.connection_context import IN_FLIGHT_UNIT, ConnectionContext
 from api.amqp.direct_reply import DirectReplyRegistry
 from api.amqp.frame_encoding import build_method
+from api.ordered_answers import OrderedAnswers
 from logbroker.message import Message
 from logbroker.publishing import PublishResult
 from logbroker.queue.replication_gate import ConfirmRefused
@@ -84,8 +85,7 @@ class _Entry:
     barrier: Callable[[bool], None] | None = None
     generation: int = 0  # barriers passed before this entry was submitted
 
-    @property
-    def ready(self) -> bool:
+    def is_ready(self) -> bool:
         if self.batch is None:
             return True
         return self.batch.task is not None and self.batch.task.done()
@@ -103,9 +103,8 @@ class PublishPipeline:
     def __init__(self, ctx: ConnectionContext, channel: int) -> None:
         self._ctx = ctx
         self._channel = channel
-        self._entries: deque[_Entry] = deque()
-        self._drain_scheduled = False
-        self._closed = False
+        self._answers = OrderedAnswers(_Entry.is_ready, self._answer, self._end_of_pass)
+        self._confirms: list[tuple[int, bool]] = []  # gathered during one pass
         self.confirming = False
         self._next_seq = 1
         self._open: _Batch | None = None  # publishes of this loop iteration, not started
@@ -116,7 +115,7 @@ class PublishPipeline:
     @property
     def pending(self) -> int:
         """Entries not answered yet."""
-        return len(self._entries)
+        return len(self._answers)
 
     def submit(self, message: Message, mandatory: bool) -> None:
         """Start publishing ``message``; its answers go out in publish order."""
@@ -128,19 +127,19 @@ class PublishPipeline:
             # A direct reply-to reply goes straight to its requester: answered at once.
             self._start_batch()  # earlier publishes keep their place in line
             answer = PublishResult(self._ctx.direct_reply.route(message), True)
-            self._entries.append(_Entry(seq, message, mandatory, None, answer=answer,
+            self._answers.append(_Entry(seq, message, mandatory, None, answer=answer,
                                         generation=self._generation))
-            self._schedule_drain()
+            self._answers.changed()
             return
         size = len(message.body)
-        self._ctx.in_flight.add(size)
+        self._ctx.flow.add(IN_FLIGHT_UNIT, size)
         batch = self._open
         if batch is None:
             batch = self._open = _Batch([])
             self._ctx.after_read(self._start_batch)
         batch.messages.append(message)
         batch.size_bytes += size
-        self._entries.append(_Entry(seq, message, mandatory, batch, len(batch.messages) - 1,
+        self._answers.append(_Entry(seq, message, mandatory, batch, len(batch.messages) - 1,
                                     generation=self._generation))
         if len(batch.messages) >= MAX_BATCH:
             self._start_batch()
@@ -151,57 +150,49 @@ class PublishPipeline:
             return
         session = self._ctx.session
         batch.task = self._ctx.broker.publisher.start_batch(
-            session.vhost, batch.messages, self._ctx.flow_holds, session.connection_id)
+            session.vhost, batch.messages, self._ctx.flow.holds, session.connection_id)
         batch.task.add_done_callback(functools.partial(self._finished, batch.size_bytes))
 
     def barrier(self, callback: Callable[[bool], None]) -> None:
         """Call ``callback`` once every publish submitted so far has been answered, with
         whether every one since the previous barrier was confirmed."""
         self._start_batch()
-        self._entries.append(_Entry(0, None, False, None, barrier=callback,
+        self._answers.append(_Entry(0, None, False, None, barrier=callback,
                                     generation=self._generation))
         self._generation += 1
-        self._schedule_drain()
+        self._answers.changed()
 
     def close(self) -> None:
         """The channel is gone: publishes still complete in the broker, unanswered."""
-        self._closed = True
-        self._entries.clear()
+        self._answers.close()
 
     def _finished(self, size: int, task: asyncio.Future[list[PublishResult]]) -> None:
-        self._ctx.in_flight.remove(size)
+        self._ctx.flow.remove(IN_FLIGHT_UNIT, size)
         if not task.cancelled() and (error := task.exception()) is not None:
             # Logged here, not when answered: a closed channel never answers.
             if isinstance(error, ConfirmRefused):  # a fenced leader, too few replicas
                 logger.info("publish not confirmed (nacked): %s", error)
             else:
                 logger.error("publish failed in the broker", exc_info=error)
-        self._schedule_drain()
+        self._answers.changed()
 
-    def _schedule_drain(self) -> None:
-        if not self._drain_scheduled and not self._closed:
-            self._drain_scheduled = True
-            asyncio.get_running_loop().call_soon(self._drain)
+    def _answer(self, entry: _Entry) -> None:
+        """Answer one entry, in publish order: its return, its confirm (gathered)."""
+        if entry.barrier is not None:
+            self._send_confirms()
+            entry.barrier(self._refused_generation != entry.generation)
+            return
+        assert entry.message is not None
+        result = entry.outcome()
+        if not result.confirmed:
+            self._refused_generation = entry.generation
+        if entry.mandatory and not result.routed:
+            self._send_return(entry.message)
+        if entry.seq:
+            self._confirms.append((entry.seq, result.confirmed))
 
-    def _drain(self) -> None:
-        self._drain_scheduled = False
-        confirms: list[tuple[int, bool]] = []
-        while self._entries and self._entries[0].ready and not self._closed:
-            entry = self._entries.popleft()
-            if entry.barrier is not None:
-                self._send_confirms(confirms)
-                confirms = []
-                entry.barrier(self._refused_generation != entry.generation)
-                continue
-            assert entry.message is not None
-            result = entry.outcome()
-            if not result.confirmed:
-                self._refused_generation = entry.generation
-            if entry.mandatory and not result.routed:
-                self._send_return(entry.message)
-            if entry.seq:
-                confirms.append((entry.seq, result.confirmed))
-        self._send_confirms(confirms)
+    def _end_of_pass(self) -> None:
+        self._send_confirms()
         self._ctx.notify_output()
 
     def _send_return(self, message: Message) -> None:
@@ -210,7 +201,10 @@ class PublishPipeline:
         self._ctx.machine.send_content(self._channel, method, message.encoded_properties(),
                                        message.body)
 
-    def _send_confirms(self, confirms: list[tuple[int, bool]]) -> None:
+    def _send_confirms(self) -> None:
+        """The gathered confirms, one frame per run of acks (or nacks): every earlier
+        tag is answered already, so "multiple" means exactly the run."""
+        confirms, self._confirms = self._confirms, []
         start = 0
         while start < len(confirms):
             ack = confirms[start][1]

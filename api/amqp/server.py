@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 import weakref
+from dataclasses import replace
 
 from api.amqp.connection_handler import ConnectionHandler
 from api.amqp.direct_reply import DirectReplyRegistry
 from api.amqp.output_round import OutputRound
 from api.amqp.reply_texts import reply_text
-from api.amqp.server_properties import ConnectionConfig
+from api.amqp.server_properties import TLS_AUTH_MECHANISMS, ConnectionConfig
 from logbroker.broker import Broker
 from logbroker.metadata.reply_codes import ReplyCode
+from segments.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["AmqpServerConfig", "start_amqp_server", "stop_amqp_server"]
 
+# A client that opens a TLS connection and never finishes the handshake is dropped.
+HANDSHAKE_TIMEOUT_S = 10.0
 SHUTDOWN_TEXT = "broker forced connection closure with reason 'shutdown'"
 
 _handlers: weakref.WeakKeyDictionary[asyncio.Server, set[ConnectionHandler]] = (
@@ -35,11 +40,15 @@ AmqpServerConfig = ConnectionConfig
 
 
 async def start_amqp_server(
-    broker: Broker, host: str, port: int, config: ConnectionConfig | None = None
+    broker: Broker, host: str, port: int, config: ConnectionConfig | None = None,
+    tls: ssl.SSLContext | None = None, clock: Clock = SYSTEM_CLOCK,
 ) -> asyncio.Server:
-    """Listen for AMQP clients on ``host:port`` (port 0: any free port)."""
+    """Listen for AMQP clients on ``host:port`` (port 0: any free port); with `tls`,
+    AMQPS: every accepted socket does a TLS handshake first."""
     if config is None:
         config = ConnectionConfig(max_message_bytes=broker.config.max_message_bytes)
+    if tls is not None and tls.verify_mode != ssl.CERT_NONE:
+        config = replace(config, mechanisms=TLS_AUTH_MECHANISMS)
     live: set[ConnectionHandler] = set()
     serial = itertools.count(1)
     replies = DirectReplyRegistry()  # reply names are valid across the listener's connections
@@ -47,7 +56,7 @@ async def start_amqp_server(
 
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         handler = ConnectionHandler(broker, config, reader, writer, next(serial), replies,
-                                    output_round)
+                                    output_round, clock)
         live.add(handler)
         try:
             await handler.run()
@@ -60,7 +69,11 @@ async def start_amqp_server(
             handler.resource_alarm(bool(active), reason)
 
     broker.resources.subscribe(on_alarm)
-    server = await asyncio.start_server(on_client, host, port)
+    if tls is None:
+        server = await asyncio.start_server(on_client, host, port)
+    else:
+        server = await asyncio.start_server(on_client, host, port, ssl=tls,
+                                            ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
     _handlers[server] = live
     return server
 

@@ -21,6 +21,7 @@ __all__ = [
     "FRAME_MIN_SIZE",
     "LOCALES",
     "SERVER_CAPABILITIES",
+    "TLS_AUTH_MECHANISMS",
     "ConnectionConfig",
     "server_properties",
 ]
@@ -31,6 +32,9 @@ FRAME_MIN_SIZE = 4096
 
 #: Offered in connection.start; both complete in one step (no connection.secure).
 AUTH_MECHANISMS = "PLAIN AMQPLAIN"
+#: On a TLS listener that verifies client certificates: also EXTERNAL, the login by
+#: certificate (RabbitMQ's rabbitmq_auth_mechanism_ssl), one step too.
+TLS_AUTH_MECHANISMS = "PLAIN AMQPLAIN EXTERNAL"
 LOCALES = "en_US"
 
 #: Exactly the capabilities RabbitMQ advertises for AMQP 0-9-1 (rabbit_reader).
@@ -71,6 +75,9 @@ class ConnectionConfig:
     copyright: str = "Copyright (c) the logbroker authors"
     information: str = "Licensed under the Apache License 2.0"
     client_address: str = ""
+    mechanisms: str = AUTH_MECHANISMS
+    # The user a verified client certificate names (its CN), for EXTERNAL.
+    certificate_user: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.channel_max <= 65535:

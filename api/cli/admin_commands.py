@@ -93,6 +93,31 @@ def clear_policy(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def set_parameter(client: Client, args: argparse.Namespace) -> int:
+    value = json_object(args.value, "the parameter's value")
+    client.set_parameter(args.component, args.name, value)
+    print(f"parameter {args.component}/{args.name!r} set")
+    return 0
+
+
+def clear_parameter(client: Client, args: argparse.Namespace) -> int:
+    client.clear_parameter(args.component, args.name)
+    print(f"parameter {args.component}/{args.name!r} cleared")
+    return 0
+
+
+def set_vhost_limits(client: Client, args: argparse.Namespace) -> int:
+    client.set_vhost_limits(json_object(args.limits, "the limits"))
+    print(f"limits of vhost {client.vhost!r} set")
+    return 0
+
+
+def clear_vhost_limits(client: Client, args: argparse.Namespace) -> int:
+    client.clear_vhost_limits()
+    print(f"limits of vhost {client.vhost!r} cleared")
+    return 0
+
+
 def add_user(client: Client, args: argparse.Namespace) -> int:
     tags = [tag.strip() for tag in (args.tags or "").split(",") if tag.strip()]
     client.add_user(args.name, args.password, tags)

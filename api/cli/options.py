@@ -18,6 +18,14 @@ from typing import IO, Any
 
 URL_HELP = ("broker URL http://USER:PASS@HOST:PORT; several, comma-separated, for failover "
             "(default: $LOGBROKER_URL, else http://guest:guest@127.0.0.1:15672)")
+# For https:// URLs: (flag, environment variable, what it is).
+TLS_FLAGS = (
+    ("--ca-file", "LOGBROKER_CA_FILE", "CA bundle that https:// brokers' certificates "
+                                       "must chain to (else the system's CAs)"),
+    ("--cert-file", "LOGBROKER_CERT_FILE", "client certificate for https:// brokers "
+                                           "that ask for one"),
+    ("--key-file", "LOGBROKER_KEY_FILE", "the client certificate's private key"),
+)
 _RELATIVE = re.compile(r"^-?(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -37,6 +45,9 @@ def add_connection_flags(parser: argparse.ArgumentParser, top_level: bool) -> No
     group.add_argument("--vhost", default=default("/"), help="virtual host (default: /)")
     group.add_argument("--timeout", type=float, default=default(30.0), metavar="SECONDS",
                        help="per-request timeout (default: 30)")
+    for flag, variable, what in TLS_FLAGS:
+        group.add_argument(flag, default=default(None), metavar="FILE",
+                           help=f"{what} (default: ${variable})")
 
 
 def connection_parent() -> argparse.ArgumentParser:

@@ -102,6 +102,21 @@ def _add_access(commands: Subparsers) -> None:
     policy.add_argument("--apply-to", choices=("all", "queues", "exchanges"), default="all")
     clear = _command(commands, "clear-policy", admin.clear_policy, "remove a policy")
     clear.add_argument("name")
+    parameter = _command(commands, "set-parameter", admin.set_parameter,
+                         "set a runtime parameter in --vhost (RabbitMQ's set_parameter)")
+    parameter.add_argument("component", help="e.g. federation-upstream, vhost-limits")
+    parameter.add_argument("name")
+    parameter.add_argument("value", help='JSON object, e.g. \'{"uri": "amqp://host"}\'')
+    clear_parameter = _command(commands, "clear-parameter", admin.clear_parameter,
+                               "remove a runtime parameter from --vhost")
+    clear_parameter.add_argument("component")
+    clear_parameter.add_argument("name")
+    limits = _command(commands, "set-vhost-limits", admin.set_vhost_limits,
+                      "set --vhost's limits, replacing the old ones")
+    limits.add_argument("limits", help='JSON object, e.g. \'{"max-connections": 100, '
+                                       '"max-queues": 1000}\' (negative: no limit)')
+    _command(commands, "clear-vhost-limits", admin.clear_vhost_limits,
+             "remove --vhost's limits")
     user = _command(commands, "add-user", admin.add_user, "add a user (or update one)")
     user.add_argument("name")
     user.add_argument("password")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
 import sys
 
-from api.cli.options import UsageError
-from api.client import Client, ConnectionFailed, InvalidUrl, LogbrokerError
+from api.cli.options import TLS_FLAGS, UsageError
+from api.client import Client, ConnectionFailed, InvalidUrl, LogbrokerError, client_tls_context
 
 OK, FAILED, USAGE, UNREACHABLE, INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -22,9 +23,17 @@ def fail(message: str, code: int) -> int:
     return code
 
 
+def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """The flags, else the environment (LOGBROKER_CA_FILE, ...)."""
+    files = [getattr(args, flag[2:].replace("-", "_"), None) or os.environ.get(variable)
+             for flag, variable, _ in TLS_FLAGS]
+    return client_tls_context(*files)
+
+
 def run_client_command(args: argparse.Namespace) -> int:
     try:
-        with Client(args.url, vhost=args.vhost, timeout=args.timeout) as client:
+        with Client(args.url, vhost=args.vhost, timeout=args.timeout,
+                    tls=_tls(args)) as client:
             code: int = args.handler(client, args)
             return code
     except (UsageError, InvalidUrl) as error:

@@ -43,6 +43,8 @@ COLUMNS: dict[str, list[Column]] = {
     "policies": [("name", field("name")), ("pattern", field("pattern")),
                  ("apply_to", field("apply-to")), ("priority", field("priority")),
                  ("definition", field("definition"))],
+    "parameters": [("component", field("component")), ("name", field("name")),
+                   ("value", field("value"))],
     # One row per (group, queue): `group_rows` flattens GET /api/consumer-groups.
     "groups": [("group", field("group")), ("queue", field("queue")),
                ("committed", field("committed_offset")), ("end", field("end_offset")),

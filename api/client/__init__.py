@@ -7,6 +7,7 @@ without any it reads `LOGBROKER_URL`, else uses `http://guest:guest@127.0.0.1:15
 """
 
 from api.client.async_client import AsyncClient
+from api.client.client_tls import client_tls_context
 from api.client.errors import (
     AccessRefused,
     BadRequest,
@@ -41,5 +42,6 @@ __all__ = [
     "InvalidUrl", "LogbrokerError", "Node", "NodeStatus", "NotFound", "OutgoingMessage",
     "PayloadTooLarge", "ProtocolError", "PublishResult", "Record", "ReplayPage",
     "ResourceLocked", "SettleResult", "SyncConsumer", "SyncDelivery", "SyncPublisher",
-    "SyncReplay", "Unauthorized", "Unavailable", "parse_url", "parse_urls",
+    "SyncReplay", "Unauthorized", "Unavailable", "client_tls_context", "parse_url",
+    "parse_urls",
 ]

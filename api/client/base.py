@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -22,11 +23,17 @@ class ClientBase:
     """Nodes, the default vhost, and the rules for moving to another node."""
 
     def __init__(self, urls: str | Sequence[str] | None = None, *, vhost: str = "/",
-                 timeout: float = 30.0, rounds: int = 2, backoff_s: float = 0.1) -> None:
+                 timeout: float = 30.0, rounds: int = 2, backoff_s: float = 0.1,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.nodes: list[Node] = parse_urls(urls)
         self.vhost = vhost
         self.timeout = timeout
-        self._ring = NodeRing(self.nodes, rounds=rounds, backoff_s=backoff_s)
+        self._ring = NodeRing(self.nodes, rounds=rounds, backoff_s=backoff_s, tls=tls)
+
+    @property
+    def _verify(self) -> ssl.SSLContext | bool:
+        """What httpx checks https:// nodes with (True: the system's CAs)."""
+        return self._ring.tls if self._ring.tls is not None else True
 
     def _timeouts(self) -> httpx.Timeout:
         """Connecting is bounded more tightly: a node that does not answer is skipped soon."""

@@ -178,6 +178,28 @@ def clear_policy(vhost: str, name: str) -> Call[None]:
     return Call("DELETE", f"/api/policies/{segment(vhost)}/{segment(name)}", _nothing)
 
 
+def _parameter_path(component: str, vhost: str, name: str) -> str:
+    return f"/api/parameters/{segment(component)}/{segment(vhost)}/{segment(name)}"
+
+
+def set_parameter(component: str, vhost: str, name: str, value: Mapping[str, Any]
+                  ) -> Call[None]:
+    return Call("PUT", _parameter_path(component, vhost, name), _nothing,
+                {"value": dict(value)})
+
+
+def clear_parameter(component: str, vhost: str, name: str) -> Call[None]:
+    return Call("DELETE", _parameter_path(component, vhost, name), _nothing)
+
+
+def parameters(component: str | None, vhost: str | None) -> Call[list[dict[str, Any]]]:
+    """GET /api/parameters[/{component}[/{vhost}]] (a vhost only with a component)."""
+    if component is None:
+        return Call("GET", "/api/parameters", _objects)
+    path = f"/api/parameters/{segment(component)}"
+    return Call("GET", path if vhost is None else f"{path}/{segment(vhost)}", _objects)
+
+
 def add_user(name: str, password: str, tags: Sequence[str]) -> Call[None]:
     body = {"password": password, "tags": ",".join(tags)}
     return Call("PUT", f"/api/users/{segment(name)}", _nothing, body)

@@ -12,6 +12,7 @@ Same methods and failover as `AsyncClient` (see there).
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -46,9 +47,12 @@ Objects = list[dict[str, Any]]
 class Client(ClientBase):
     def __init__(self, urls: str | Sequence[str] | None = None, *, vhost: str = "/",
                  timeout: float = 30.0, rounds: int = 2, backoff_s: float = 0.1,
+                 tls: ssl.SSLContext | None = None,
                  transport: httpx.BaseTransport | None = None) -> None:
-        super().__init__(urls, vhost=vhost, timeout=timeout, rounds=rounds, backoff_s=backoff_s)
-        self._http = httpx.Client(timeout=self._timeouts(), transport=transport)
+        super().__init__(urls, vhost=vhost, timeout=timeout, rounds=rounds, backoff_s=backoff_s,
+                         tls=tls)
+        self._http = httpx.Client(timeout=self._timeouts(), transport=transport,
+                                  verify=self._verify)
         self._loop = LoopThread()
 
     def __enter__(self) -> Client:
@@ -180,6 +184,33 @@ class Client(ClientBase):
 
     def clear_policy(self, name: str, *, vhost: str | None = None) -> None:
         self._send(calls.clear_policy(self._vhost(vhost), name))
+
+    def set_parameter(self, component: str, name: str, value: Mapping[str, Any], *,
+                      vhost: str | None = None) -> None:
+        """A runtime parameter (RabbitMQ's set_parameter): federation upstreams, limits."""
+        self._send(calls.set_parameter(component, self._vhost(vhost), name, value))
+
+    def clear_parameter(self, component: str, name: str, *, vhost: str | None = None
+                        ) -> None:
+        self._send(calls.clear_parameter(component, self._vhost(vhost), name))
+
+    def list_parameters(self, component: str | None = None, vhost: str | None = None, *,
+                        all_vhosts: bool = False) -> Objects:
+        """Every vhost's parameters with `all_vhosts` (or no component), else --vhost's."""
+        if all_vhosts or component is None:
+            found = self._send(calls.parameters(component, None))
+            return found if all_vhosts else [
+                item for item in found if item.get("vhost") == self._vhost(vhost)]
+        return self._send(calls.parameters(component, self._vhost(vhost)))
+
+    def set_vhost_limits(self, limits: Mapping[str, int], *, vhost: str | None = None
+                         ) -> None:
+        """The vhost's limits, replacing the old ones (`max-connections`, `max-queues`;
+        negative: no limit), as rabbitmqctl set_vhost_limits."""
+        self.set_parameter("vhost-limits", "limits", limits, vhost=vhost)
+
+    def clear_vhost_limits(self, *, vhost: str | None = None) -> None:
+        self.clear_parameter("vhost-limits", "limits", vhost=vhost)
 
     def add_user(self, name: str, password: str, tags: Sequence[str] = ()) -> None:
         self._send(calls.add_user(name, password, tags))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import os
+import ssl
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlsplit
@@ -99,10 +100,11 @@ class NodeRing:
     """The nodes in failover order: the current node first, then the others in turn."""
 
     def __init__(self, nodes: Sequence[Node], rounds: int = 2, backoff_s: float = 0.1,
-                 max_backoff_s: float = 1.0) -> None:
+                 max_backoff_s: float = 1.0, tls: ssl.SSLContext | None = None) -> None:
         if not nodes:
             raise InvalidUrl("no broker URL given")
         self.nodes = list(nodes)
+        self.tls = tls  # how https:// and wss:// nodes are checked (None: the defaults)
         self.rounds = max(1, rounds)
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s

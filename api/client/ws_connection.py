@@ -98,6 +98,7 @@ async def open_connection(ring: NodeRing, vhost: str, open_timeout: float = 10.0
             socket = await connect(
                 node.ws_url(vhost), additional_headers={"Authorization": node.authorization},
                 max_size=MAX_FRAME_BYTES, compression=None, open_timeout=open_timeout,
+                ssl=ring.tls if node.base_url.startswith("https:") else None,
                 ping_interval=20, ping_timeout=20, close_timeout=CLOSE_TIMEOUT_S,
                 user_agent_header="logbroker-client")
             return WsConnection(socket, node)

@@ -1,4 +1,5 @@
-"""What every route needs: the broker, the node's description, leases, rates and the cluster.
+"""What every route needs: the broker, the node's description, leases, rates, the cluster
+and the clock (wall time: lease deadlines, rate samples and uptime are shown as dates).
 
 `cluster` and `replicas` are None on a standalone node (started without `--peers` /
 `--join`).
@@ -6,7 +7,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from fastapi import Request
@@ -15,28 +15,42 @@ from api.http.leases import LeaseTable
 from api.http.rates import RateSampler
 from logbroker.broker import Broker
 from logbroker.cluster.cluster_control import ClusterControl, ReplicaControl
+from segments.clock import SYSTEM_CLOCK, Clock
 
 HTTP_CONNECTION_ID = "http"  # REST calls share one pseudo-connection (no exclusive queues)
 
 
 @dataclass(frozen=True)
 class Listeners:
-    amqp_port: int
+    amqp_port: int  # 0: plain AMQP is off
     http_port: int
     host: str = "127.0.0.1"
+    amqps_port: int | None = None  # the TLS listeners, when a certificate is configured
+    https_port: int | None = None
+
+    def enabled(self) -> list[tuple[str, int]]:
+        """(protocol, port) of every listener that is on, with RabbitMQ's protocol names."""
+        ports = (("amqp", self.amqp_port), ("amqp/ssl", self.amqps_port),
+                 ("http", self.http_port), ("https", self.https_port))
+        return [(protocol, port) for protocol, port in ports if port]
 
 
 @dataclass
 class ApiContext:
     broker: Broker
     listeners: Listeners
-    started_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    started_at_ms: int = -1  # -1: now, by `clock`
     leases: LeaseTable = field(default_factory=LeaseTable)
     rates: RateSampler = field(default_factory=RateSampler)
     max_body_bytes: int = 64 * 1024 * 1024
     connection_id: str = HTTP_CONNECTION_ID
     cluster: ClusterControl | None = None
     replicas: ReplicaControl | None = None
+    clock: Clock = SYSTEM_CLOCK
+
+    def __post_init__(self) -> None:
+        if self.started_at_ms < 0:
+            self.started_at_ms = self.clock.wall_ms()
 
     @property
     def node_name(self) -> str:

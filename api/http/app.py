@@ -20,6 +20,7 @@ from api.http.routes import (
     exchanges,
     metrics,
     overview,
+    parameters,
     policies,
     producers,
     queue_actions,
@@ -46,7 +47,7 @@ def create_app(context: ApiContext) -> FastAPI:
     app.state.context = context
     install_error_handlers(app)
     for module in (overview, cluster, access, exchanges, queues, queue_actions, bindings,
-                   policies,
+                   policies, parameters,
                    definitions, data_plane, producers, replay, consumer_groups, metrics,
                    websocket):
         app.include_router(module.router)

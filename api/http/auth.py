@@ -51,7 +51,7 @@ class Principal:
 
 def authenticate(ctx: ApiContext, user: str, password: str, peer: str | None) -> Principal:
     try:
-        name = ctx.broker.authenticate(user, password, peer)
+        name = ctx.broker.access.authenticate(user, password, peer)
     except DefinitionsNotLoaded as error:  # a starting node: "try again", not 401
         raise ApiError(503, error.text, headers={"Retry-After": "1"}) from None
     record = ctx.broker.state.user(user) if name is not None else None

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-import time
+import ssl
 from collections.abc import Iterator
 
 import uvicorn
@@ -53,7 +53,8 @@ def _listening_socket(host: str, port: int) -> socket.socket:
 
 
 class HttpServer:
-    def __init__(self, context: ApiContext, host: str, port: int) -> None:
+    def __init__(self, context: ApiContext, host: str, port: int,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.context = context
         self._sock = _listening_socket(host, port)
         self.port = self._sock.getsockname()[1]
@@ -65,7 +66,11 @@ class HttpServer:
                                 timeout_graceful_shutdown=2, ws_ping_interval=20,
                                 # Compressing every frame costs both ends more CPU than
                                 # the loopback or LAN bandwidth it saves.
-                                ws_per_message_deflate=False)
+                                ws_per_message_deflate=False,
+                                # HTTPS and WSS: the node's own context (its TLS options),
+                                # not one uvicorn would build from file names.
+                                ssl_context_factory=None if tls is None
+                                else lambda _config, _default: tls)
         self._server = _EmbeddedServer(config)
         self._task: asyncio.Task[None] | None = None
         self._timers: list[asyncio.Task[None]] = []
@@ -94,21 +99,24 @@ class HttpServer:
         while True:
             shells = [shell for vhost in broker.state.vhosts()
                       for shell in broker.queues_of(vhost.name)]
-            self.context.rates.sample(int(time.time() * 1000), [
+            self.context.rates.sample(self.context.clock.wall_ms(), [
                 (f"{s.settings.vhost}\0{s.name}", vars(s.counters)) for s in shells])
             await asyncio.sleep(SAMPLE_INTERVAL_S)
 
     async def _expire_leases(self) -> None:
         """Requeue REST leases whose visibility timeout passed (redelivered=true)."""
         while True:
-            expire_leases(self.context, int(time.time() * 1000))
+            clock = self.context.clock
+            expire_leases(self.context, clock.wall_ms())
             deadline = self.context.leases.next_deadline_ms()
-            wait_s = LEASE_POLL_S if deadline is None else (deadline - time.time() * 1000) / 1000
+            wait_s = LEASE_POLL_S if deadline is None else (deadline - clock.wall_ms()) / 1000
             await asyncio.sleep(min(max(wait_s, 0.005), LEASE_POLL_S))
 
 
-async def start_http_server(context: ApiContext, host: str, port: int) -> HttpServer:
-    server = HttpServer(context, host, port)
+async def start_http_server(context: ApiContext, host: str, port: int,
+                            tls: ssl.SSLContext | None = None) -> HttpServer:
+    server = HttpServer(context, host, port, tls)
     await server.start()
-    logger.info("HTTP API on %s:%d (docs at /docs)", host, server.port)
+    logger.info("%s API on %s:%d (docs at /docs)", "HTTPS" if tls else "HTTP", host,
+                server.port)
     return server

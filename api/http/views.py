@@ -124,4 +124,5 @@ def connection_view(ctx: ApiContext, info: ConnectionInfo) -> dict[str, Any]:
     return {"name": info.connection_id, "node": ctx.node_name, "protocol": info.protocol,
             "peer_host": info.peer_host, "peer_port": info.peer_port, "user": info.user,
             "vhost": info.vhost, "channels": info.channels,
-            "connected_at": info.connected_at_ms, "state": info.state}
+            "connected_at": info.connected_at_ms, "state": info.state,
+            "auth_mechanism": info.auth_mechanism, "ssl": info.ssl}

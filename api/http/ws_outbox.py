@@ -78,6 +78,10 @@ class Outbox:
         self._update_room()
         return True
 
+    def has_room(self) -> bool:
+        """Open and below the high-water mark."""
+        return not self.closed and self._room.is_set()
+
     async def wait_room(self) -> bool:
         """Wait until below the high-water mark; False once the outbox is closed."""
         while not self.closed and not self._room.is_set():

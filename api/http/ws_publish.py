@@ -12,39 +12,47 @@ in, first out, so the messages enter each queue's log in the order the client
 sent them, across frames too.
 
 The answer of a frame (its `confirm`, or the `error` of a frame refused as a
-whole because it was malformed) is a task that waits for its own publishes
-*and* for the answer of the frame before it: a chain, so answers leave in the
-order of the frames however the fsyncs interleave.
+whole because it was malformed) is an entry of an
+:class:`~api.ordered_answers.OrderedAnswers`, as an AMQP channel's confirms
+are: answers leave in the order of the frames however the fsyncs interleave.
+An answer is pushed only while the outbox is below its high-water mark; past
+it the answers wait, and go on when the outbox has drained (`resume`).
 
-The socket's reader asks `wait_room` before reading another frame: while
-`MAX_IN_FLIGHT_MESSAGES` messages or `MAX_IN_FLIGHT_FRAMES` frames are
-unanswered it stops reading, and the client's sends back up into TCP. It
-also waits while a queue this socket published to holds its publishers back
-(:mod:`logbroker.queue.publisher_flow`), as an AMQP connection in flow does.
+The chain feeds the socket's :class:`~api.connection_flow.ConnectionFlow`,
+which its reader asks before reading another frame: the frames and messages
+in flight (while `MAX_IN_FLIGHT_MESSAGES` messages or `MAX_IN_FLIGHT_FRAMES`
+frames are unanswered the reader stops, and the client's sends back up into
+TCP), and the holds of queues this socket published to that hold their
+publishers back (:mod:`logbroker.queue.publisher_flow`), as an AMQP
+connection in flow does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+from api.connection_flow import ConnectionFlow
 from api.http.http_publish import PublishOutcome, start_publish_many
 from api.http.ws_frames import Frame, Ref
 from api.http.ws_outbox import SMALL_FRAME_BYTES, Outbox
+from api.ordered_answers import OrderedAnswers
 from logbroker.broker import Broker
 from logbroker.message import Message
-from logbroker.queue.flow_gate import take_pending, wait_for_holds
 
 logger = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT_MESSAGES = 10_000  # the reader pauses at this many unanswered messages...
 MAX_IN_FLIGHT_FRAMES = 1_000  # ...or frames (one frame may add up to MAX_FRAME_MESSAGES)
+#: What a WebSocket counts in flight, and where its reader pauses (`ConnectionFlow`).
+PAUSE_AT = {"frames": MAX_IN_FLIGHT_FRAMES, "messages": MAX_IN_FLIGHT_MESSAGES}
 _BYTES_PER_ID = 32
 
-# Answers still running when their socket closed: their publishes go on (the client
-# sent them), and the event loop only holds weak references to tasks.
-_lingering: set[asyncio.Future[None]] = set()
+# Publishes still running when their socket closed go on (the client sent them), and
+# the event loop only holds weak references to tasks.
+_lingering: set[asyncio.Future[list[PublishOutcome]]] = set()
 
 
 def confirm_frame(ids: Sequence[Ref], outcomes: Sequence[PublishOutcome | BaseException]
@@ -64,95 +72,89 @@ def confirm_frame(ids: Sequence[Ref], outcomes: Sequence[PublishOutcome | BaseEx
     return {"op": "confirm", "ids": confirmed, "nacks": nacks, "unroutable": unroutable}
 
 
+@dataclass(slots=True)
+class _Answer:
+    """One frame's answer: its confirm, once `work` is done, or its `error` frame."""
+
+    ids: Sequence[Ref]
+    messages: Sequence[Message | str]
+    work: asyncio.Future[list[PublishOutcome]] | None  # None: `error` is the answer
+    error: Frame | None = None
+
+    def frame(self) -> Frame:
+        if self.error is not None:
+            return self.error
+        assert self.work is not None
+        work, count = self.work, len(self.messages)
+        results: list[PublishOutcome | BaseException]
+        if work.cancelled():
+            results = [asyncio.CancelledError()] * count
+        elif (error := work.exception()) is not None:  # the whole batch failed in the broker
+            results = [error] * count
+        else:
+            published = iter(work.result())
+            results = [next(published) if isinstance(m, Message)
+                       else PublishOutcome(False, False, m) for m in self.messages]
+        return confirm_frame(self.ids, results)
+
+    @property
+    def size(self) -> int:
+        """The answer's estimated bytes in the outbox."""
+        return SMALL_FRAME_BYTES if self.error is not None else _BYTES_PER_ID * len(self.ids)
+
+
 class PublishChain:
-    def __init__(self, broker: Broker, vhost: str, outbox: Outbox,
+    def __init__(self, broker: Broker, vhost: str, outbox: Outbox, flow: ConnectionFlow,
                  connection_id: str = "") -> None:
         self._broker = broker
         self._vhost = vhost
         self._connection_id = connection_id  # a queue it consumes from never holds it
         self._outbox = outbox
-        self._last: asyncio.Future[None] | None = None  # the latest frame's answer
-        self._messages = 0  # unanswered
-        self._frames = 0
-        self._room = asyncio.Event()
-        self._room.set()
-        # Queues holding this socket's publishes back (logbroker.queue.publisher_flow).
-        self._holds: list[asyncio.Future[None]] = []
-
-    @property
-    def in_flight(self) -> tuple[int, int]:
-        """(unanswered frames, unanswered messages)"""
-        return self._frames, self._messages
-
-    async def wait_room(self) -> None:
-        while not self._room.is_set():
-            await self._room.wait()
-        holds = take_pending(self._holds)
-        if holds:
-            # Shown as RabbitMQ shows a connection in flow (/api/connections).
-            info = self._broker.connections.get(self._connection_id)
-            if info is not None:
-                info.state = "flow"
-            try:
-                await wait_for_holds(holds)
-            finally:
-                if info is not None:
-                    info.state = "running"
+        self._flow = flow
+        self._answers = OrderedAnswers(self._ready, self._answer)
 
     def submit(self, ids: Sequence[Ref], messages: Sequence[Message | str]) -> None:
         """Start publishing `messages` now (a str: a message refused, and why); the frame's
         confirm follows the earlier answers."""
         accepted = [m for m in messages if isinstance(m, Message)]
-        # Routed and appended now, so a queue that holds this socket back is in
-        # `_holds` before the reader asks `wait_room` for the next frame.
+        # Routed and appended now, so a queue that holds this socket back is among the
+        # flow's holds before the reader asks it for the next frame.
         work = asyncio.ensure_future(start_publish_many(
-            self._broker, self._vhost, accepted, self._holds, self._connection_id))
-
-        async def outcome() -> Frame:
-            results: list[PublishOutcome | BaseException]
-            try:
-                published = iter(await work)
-                results = [next(published) if isinstance(m, Message)
-                           else PublishOutcome(False, False, m) for m in messages]
-            except Exception as error:  # the whole batch failed in the broker
-                results = [error] * len(messages)
-            return confirm_frame(ids, results)
-
-        self._chain(outcome(), len(messages), _BYTES_PER_ID * len(messages))
+            self._broker, self._vhost, accepted, self._flow.holds, self._connection_id))
+        _lingering.add(work)
+        work.add_done_callback(self._work_done)
+        self._enter(_Answer(ids, messages, work))
 
     def submit_error(self, frame: Frame) -> None:
         """A refused publish frame: its error keeps the frame's place among the answers."""
+        self._enter(_Answer([], [], None, frame))
+        self._answers.changed()
 
-        async def outcome() -> Frame:
-            return frame
+    def resume(self) -> None:
+        """The outbox drained below its low-water mark: answers may go on."""
+        self._answers.changed()
 
-        self._chain(outcome(), 0, SMALL_FRAME_BYTES)
+    def close(self) -> None:
+        """The socket is gone: publishes go on (the client sent them), unanswered."""
+        self._answers.close()
 
-    def _chain(self, outcome: Awaitable[Frame], messages: int, size: int) -> None:
-        self._frames += 1
-        self._messages += messages
-        self._update_room()
-        answer = asyncio.ensure_future(self._answer(self._last, outcome, messages, size))
-        self._last = answer
-        _lingering.add(answer)
-        answer.add_done_callback(_lingering.discard)
+    def _enter(self, answer: _Answer) -> None:
+        self._flow.add("frames", 1)
+        self._flow.add("messages", len(answer.messages))
+        self._answers.append(answer)
 
-    async def _answer(self, previous: asyncio.Future[None] | None, outcome: Awaitable[Frame],
-                      messages: int, size: int) -> None:
+    def _work_done(self, work: asyncio.Future[list[PublishOutcome]]) -> None:
+        _lingering.discard(work)
+        self._answers.changed()
+
+    def _ready(self, answer: _Answer) -> bool:
+        return (answer.work is None or answer.work.done()) and self._outbox.has_room()
+
+    def _answer(self, answer: _Answer) -> None:
         try:
-            frame = await outcome
-            if previous is not None:
-                await asyncio.wait([previous])  # its fate is its own: only its completion counts
-            await self._outbox.send(frame, size)  # a no-op once the socket closed
+            self._outbox.push(answer.frame(), answer.size)
         except Exception:
             logger.exception("WebSocket publish answer failed")
         finally:
-            self._frames -= 1
-            self._messages -= messages
-            self._update_room()
-
-    def _update_room(self) -> None:
-        if self._frames < MAX_IN_FLIGHT_FRAMES and self._messages < MAX_IN_FLIGHT_MESSAGES:
-            self._room.set()
-        else:
-            self._room.clear()
+            self._flow.remove("frames", 1)
+            self._flow.remove("messages", len(answer.messages))

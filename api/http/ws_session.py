@@ -13,9 +13,11 @@ channel (its ``channel_key`` is the connection id):
 * a *writer* task drains the one bounded outbox (:mod:`api.http.ws_outbox`)
   that every outgoing frame goes through, in order;
 * publishes run concurrently and are answered frame by frame, in order
-  (:mod:`api.http.ws_publish`); the reader stops reading while too many are
-  unanswered or while the outbox is over its high-water mark, so a client
-  that floods or does not read backs up into TCP;
+  (:mod:`api.http.ws_publish`); the reader asks the socket's
+  :class:`~api.connection_flow.ConnectionFlow` before each frame, and stops
+  reading while too many publishes are unanswered, while a queue holds this
+  publisher back, or while the outbox is over its high-water mark, so a
+  client that floods or does not read backs up into TCP;
 * the session is the ``DeliverySink`` of its consumers: queues push
   deliveries synchronously, tagged from one :class:`DeliveryTags` counter per
   socket; the queue core enforces each consumer's prefetch and the session's
@@ -38,6 +40,7 @@ from fastapi import WebSocket
 
 from api.amqp.channel_tx import Settlement, apply_settlement
 from api.amqp.delivery_tags import DeliveryTags, Unacked, UnknownDeliveryTag
+from api.connection_flow import ConnectionFlow
 from api.http.api_context import ApiContext
 from api.http.auth import Principal
 from api.http.http_errors import ApiError, status_of
@@ -58,15 +61,14 @@ from api.http.ws_frames import (
     parse_subscribe,
 )
 from api.http.ws_outbox import SMALL_FRAME_BYTES, Outbox
-from api.http.ws_publish import PublishChain
+from api.http.ws_publish import PAUSE_AT, PublishChain
 from api.http.ws_publish_build import build_frame_messages
 from api.http.ws_replay import Replays, stopped_frame
-from logbroker import consuming
 from logbroker.broker_config import Session
 from logbroker.consumer_resubscription import ConsumeRequest, ConsumerMoves, SinkConsumer
 from logbroker.errors import BrokerError
 from logbroker.message import Message
-from logbroker.queue.queue_endpoint import QueueEndpoint
+from logbroker.queue.queue_type import QueueType
 
 __all__ = ["WsSession"]
 
@@ -104,9 +106,12 @@ class WsSession:
         self._who = who
         self._session = Session(connection_id, who.user, vhost)
         self._outbox = Outbox(socket.send_text, self._resume)
-        self._publishes = PublishChain(ctx.broker, vhost, self._outbox, connection_id)
+        self._flow = ConnectionFlow(PAUSE_AT, lambda: not self._outbox.has_room(),
+                                    self._outbox.wait_room, self._show_state)
+        self._publishes = PublishChain(ctx.broker, vhost, self._outbox, self._flow,
+                                       connection_id)
         self._replays = Replays(self._outbox)
-        self._tags: DeliveryTags[QueueEndpoint] = DeliveryTags()
+        self._tags: DeliveryTags[QueueType] = DeliveryTags()
         self._consumers: dict[str, SinkConsumer] = {}
         self._moves = ConsumerMoves(ctx.broker, self._session, self, self._consumers,
                                     lambda: self.closed, self._tell_cancelled)
@@ -122,6 +127,13 @@ class WsSession:
     @property
     def _vhost(self) -> str:
         return self._session.vhost
+
+    def _show_state(self, state: str) -> None:
+        """"flow" while queues hold this socket's publishes back, as RabbitMQ shows a
+        connection in flow (/api/connections)."""
+        info = self._broker.connections.get(self.channel_key)
+        if info is not None:
+            info.state = state
 
     # -- DeliverySink ---------------------------------------------------------------------
 
@@ -161,12 +173,14 @@ class WsSession:
         return 0 if self.closed else self._outbox.credit()
 
     def _resume(self) -> None:
-        """The outbox drained: let the queues that ran out of credit deliver again."""
+        """The outbox drained: let the queues that ran out of credit deliver again, and
+        the publish answers that waited for room go on."""
+        self._publishes.resume()
         for shell in {id(c.endpoint): c.endpoint for c in self._consumers.values()}.values():
             shell.schedule_pump()
 
     @staticmethod
-    def _give_back(shell: QueueEndpoint | None, offset: int) -> None:
+    def _give_back(shell: QueueType | None, offset: int) -> None:
         if shell is not None and not shell.closed:
             shell.reject([offset], requeue=True)
 
@@ -195,21 +209,23 @@ class WsSession:
         if self.closed:
             return
         self.closed = True
+        self._flow.close()
+        self._publishes.close()
         self._outbox.close()
         self._replays.close()
         self._tags.take_all()
         self._consumers.clear()
         try:
-            consuming.channel_closed(self._broker, self._vhost, self.channel_key,
+            self._broker.consuming.channel_closed(self._vhost, self.channel_key,
                                      self._queues_used)
         except Exception:  # the broker may be shutting down under us
             logger.exception("WebSocket %s: requeueing on close", self.channel_key)
 
     async def _read_loop(self) -> None:
-        # Reading waits for room: no more publishes than the limit, no reply into a full outbox.
+        # Reading waits for room: no more publishes than the limit, no publisher a queue
+        # holds, no reply into a full outbox.
         while not self.closed:
-            await self._publishes.wait_room()
-            if not await self._outbox.wait_room():
+            if not await self._flow.wait():
                 return
             message = await self._socket.receive()
             if message["type"] == "websocket.disconnect":
@@ -262,8 +278,8 @@ class WsSession:
                              "connection", "consumer_tag")
         if len(self._consumers) >= MAX_CONSUMERS:
             raise FrameError(400, f"at most {MAX_CONSUMERS} consumers per connection")
-        tag, endpoint = await consuming.consume(
-            self._broker, self._session, request.queue, self,
+        tag, endpoint = await self._broker.consuming.consume(
+            self._session, request.queue, self,
             consumer_tag=request.consumer_tag, no_ack=request.no_ack,
             prefetch_count=request.prefetch, arguments=request.arguments)
         self._consumers[tag] = SinkConsumer(endpoint, ConsumeRequest(
@@ -278,7 +294,7 @@ class WsSession:
         tag = parse_name(frame, "consumer_tag")
         consumer = self._consumers.pop(tag, None)
         if consumer is not None:
-            consuming.cancel(self._broker, self._session, consumer.endpoint.name, tag)
+            self._broker.consuming.cancel(self._session, consumer.endpoint.name, tag)
         # Unknown tags are answered too, as AMQP's basic.cancel: the queue may have
         # been deleted (and the consumer cancelled) while this frame was on its way.
         self._outbox.push({"op": "cancelled", "consumer_tag": tag})

@@ -18,8 +18,10 @@ from urllib.parse import quote
 import httpx
 import orjson
 
-from api.client.errors import ConnectionFailed, LogbrokerError, error_from_response
+from api.client.client_tls import client_tls_context
+from api.client.errors import ConnectionFailed, InvalidUrl, LogbrokerError, error_from_response
 from api.client.urls import Node, parse_url, parse_urls
+from connectors.spark.option_errors import OptionError
 from connectors.spark.source_options import Connection
 
 LEADER_HEADER = "X-Queue-Leader-Url"
@@ -37,7 +39,12 @@ class BrokerHttp:
         self.nodes: list[Node] = parse_urls(connection.brokers)
         self._current = 0
         self._leaders: dict[str, Node] = {}  # queue -> the node that leads it, once told
-        self._http = httpx.Client(timeout=TIMEOUT)
+        try:  # a wrong path fails here, on the driver, before any task runs
+            tls = client_tls_context(connection.ca_file, connection.cert_file,
+                                     connection.key_file)
+        except InvalidUrl as error:
+            raise OptionError("caFile/certFile/keyFile", str(error)) from None
+        self._http = httpx.Client(timeout=TIMEOUT, verify=tls if tls is not None else True)
 
     def close(self) -> None:
         self._http.close()

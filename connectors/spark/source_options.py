@@ -27,6 +27,10 @@ class Connection:
     brokers: str
     vhost: str = "/"
     retry_ms: int = DEFAULT_RETRY_MS
+    # For https:// brokers: paths readable on the driver and on every executor.
+    ca_file: str = ""  # the CA their certificates chain to ("": the system's CAs)
+    cert_file: str = ""  # a client certificate, for brokers that ask for one
+    key_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,11 @@ def parse_connection(options: Mapping[str, str]) -> Connection:
         raise OptionError("vhost", "must not be empty")
     retry_ms = parse_int(lowered, "brokerRetryMs", DEFAULT_RETRY_MS, 0)
     assert retry_ms is not None
-    return Connection(brokers, vhost, retry_ms)
+    connection = Connection(brokers, vhost, retry_ms, lowered.get("cafile", ""),
+                            lowered.get("certfile", ""), lowered.get("keyfile", ""))
+    if connection.key_file and not connection.cert_file:
+        raise OptionError("keyFile", "a client key needs its certificate (certFile)")
+    return connection
 
 
 def parse_queues(options: Mapping[str, str]) -> tuple[str, ...]:

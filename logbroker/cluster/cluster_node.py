@@ -56,6 +56,7 @@ from logbroker.cluster.controller_ports import (
     TaskProposer,
 )
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.forwarding_port import ForwardingPort
 from logbroker.cluster.isolation import Isolation
 from logbroker.cluster.leader_lease import LeaderLease, quorum_heard_ms
 from logbroker.cluster.liveness import NodeAddress
@@ -105,7 +106,7 @@ class ClusterNode:
         self.transport = ClusterTransport(
             settings.node_name, settings.secret, host=settings.bind_host,
             port=settings.cluster_port, on_frame=self.rpc.on_frame,
-            on_peer_change=self._peer_changed, rng=self.rng)
+            on_peer_change=self._peer_changed, rng=self.rng, tls=settings.link_tls)
         self._driver: RaftDriver | None = None
         self._broker: Broker | None = None
         self.tasks = TaskSet()
@@ -113,7 +114,10 @@ class ClusterNode:
         self.membership = ClusterMembership(
             settings.node_name, self.rpc, self.metadata, lambda: self.driver,
             self.transport.connected_peers, self.address, settings.proposal_timeout_s, clock)
-        self.remote_queues = RemoteQueueRegistry(self)
+        self.remote_queues = RemoteQueueRegistry(ForwardingPort(
+            settings.node_name, self.rpc, lambda: self.metadata.state,
+            self.transport.is_connected, lambda: self.driver.applied_index,
+            settings.proposal_timeout_s))
         self.queue_host = QueueHost(self)
         self.followers = QueueFollowers(self)
         self.feed = ReplicaFeed(self)
@@ -467,7 +471,7 @@ class ClusterNode:
         logger.info("cluster node %s: leader lease restored", self.node_name)
         self.lease.restore(now_ms)
         for shell in self.broker.all_queues():
-            if shell.replication is not None:
+            if shell.capabilities().replicated:
                 shell.schedule_pump()  # what waited for the lease
 
     def _heard(self, peer: str, envelope: Envelope) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 
 from replication.transport import PeerAddress
@@ -68,6 +69,8 @@ class ClusterSettings:
     proposal_timeout_s: float = 5.0
     raft_tick_s: float = 0.05
     default_locator: str = "client-local"
+    # (accepting, dialing) TLS contexts of the cluster link (None: plain TCP).
+    link_tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None
 
     @property
     def advertised_host(self) -> str:

@@ -203,7 +203,7 @@ class QueueHandover:
             await asyncio.sleep(LEAVING_NOTICE_S)
         work = []
         for shell in self.node.broker.all_queues():
-            if shell.replication is not None:
+            if shell.capabilities().replicated:
                 always = self._promote_on_shutdown(shell.settings.vhost, shell.name) == "always"
                 work.append(self._hand_over_quietly(shell.settings.vhost, shell.name, always))
         if work:

@@ -58,7 +58,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
-from logbroker import consuming
 from logbroker.broker import MOVE_WAIT_S
 from logbroker.cluster import publish_epochs
 from logbroker.cluster.envelope import Envelope
@@ -271,7 +270,7 @@ class QueueHost:
                             lookahead=int(header.get("ahead", 0)),
                             priority=int(header["priority"]), no_ack=bool(header["no_ack"]),
                             exclusive=bool(header["exclusive"]))
-        consuming.add_consumer(shell, consumer, sink, vhost)
+        await shell.consume(consumer, sink)
         sink.queues.add((vhost, name))
         return Envelope("ok", {"g": sink.generation})
 
@@ -282,21 +281,20 @@ class QueueHost:
         shell = await self._shell(vhost, name)
         sink = self._sink(peer, str(header["ck"]))
         sink.queues.add((vhost, name))
-        found = shell.get(sink.channel_key, bool(header["no_ack"]))
+        found = await shell.dequeue(sink.channel_key, bool(header["no_ack"]))
         if found is None:
             return Envelope("ok", {"found": False, "g": sink.generation})
-        offset, redelivered, message = found
-        return Envelope("ok", {"found": True, "o": offset, "r": redelivered,
-                               "left": shell.core.message_count, "g": sink.generation},
-                        (encode_message(message),))
+        return Envelope("ok", {"found": True, "o": found.offset, "r": found.redelivered,
+                               "left": found.messages_left, "g": sink.generation},
+                        (encode_message(found.message),))
 
     async def _counts(self, peer: str, envelope: Envelope) -> Envelope:
         await self._caught_up(envelope.header)
         shell = await self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
+        stats = await shell.stats()
         # `first` / `end`: the log's retained range, for consumer groups' lag elsewhere.
-        return Envelope("ok", {"messages": shell.core.message_count,
-                               "consumers": shell.core.consumer_count,
-                               "first": shell.log_start_offset, "end": shell.readable_end})
+        return Envelope("ok", {"messages": stats.messages, "consumers": stats.consumers,
+                               "first": stats.first_offset, "end": stats.end_offset})
 
     async def _holds_batch(self, peer: str, envelope: Envelope) -> Envelope:
         """Asked by a node finishing a pending transactional batch (producer_batches)."""
@@ -310,7 +308,7 @@ class QueueHost:
     async def _purge(self, peer: str, envelope: Envelope) -> Envelope:
         await self._caught_up(envelope.header)
         shell = await self._shell(str(envelope.header["v"]), str(envelope.header["q"]))
-        return Envelope("ok", {"count": shell.purge()})
+        return Envelope("ok", {"count": await shell.purge()})
 
     async def _settles_durable(self, peer: str, envelope: Envelope) -> Envelope:
         # The settles this waits for came before it on the same link: applied already.
@@ -367,8 +365,7 @@ class QueueHost:
         if "ck" in header:
             self._remove_consumer(peer, str(header["ck"]), shell, str(header["tag"]))
         else:  # from a node that does not say the channel
-            shell.remove_consumer(str(header["tag"]))
-            consuming.delete_if_auto_delete_and_unused(self.node.broker, shell)
+            shell.cancel(str(header["tag"]))
 
     def _remove_consumer(self, peer: str, remote_key: str, shell: QueueShell, tag: str
                          ) -> None:
@@ -376,8 +373,7 @@ class QueueHost:
         sink = self._sinks.get((peer, remote_key))
         if consumer is None or sink is None or consumer.channel_key != sink.channel_key:
             return  # not that channel's consumer (any more): the tag may be reused
-        shell.remove_consumer(tag)
-        consuming.delete_if_auto_delete_and_unused(self.node.broker, shell)
+        shell.cancel(tag)
 
     def _channel_closed(self, peer: str, envelope: Envelope) -> None:
         sink = self._sinks.pop((peer, str(envelope.header["ck"])), None)
@@ -442,10 +438,10 @@ class QueueHost:
             if shell is None:
                 continue
             if not requeue_after_s:
-                consuming.local_channel_closed(broker, shell, sink.channel_key)
+                shell.channel_closed(sink.channel_key)
                 continue
             held = shell.core.unacked_of(sink.channel_key)
-            consuming.local_channel_closed(broker, shell, sink.channel_key, requeue=False)
+            shell.channel_closed(sink.channel_key, requeue=False)
             if held:
                 asyncio.get_running_loop().call_later(
                     requeue_after_s, shell.requeue_held, sink.channel_key, held)

@@ -22,16 +22,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING
 
 from logbroker.cluster.cluster_rpc import INTERNAL_ERROR
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_message import encode_message
+from logbroker.cluster.forwarding_port import ForwardingPort
 from logbroker.errors import BrokerError
 from logbroker.message import Message
-
-if TYPE_CHECKING:
-    from logbroker.cluster.cluster_node import ClusterNode
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +36,7 @@ _Entries = list[tuple[int, Message, list[str]]]  # (index in the batch, message,
 
 
 class RemotePublisher:
-    def __init__(self, node: ClusterNode) -> None:
+    def __init__(self, node: ForwardingPort) -> None:
         self._node = node
         # Requests waiting for an answer: (leader, vhost) -> the queue names of each.
         self._waiting: dict[tuple[str, str], dict[asyncio.Future[Envelope], set[str]]] = {}
@@ -67,7 +64,7 @@ class RemotePublisher:
         requests = []
         for leader, entries in per_node.items():
             targets = {name for _, _, names in entries for name in names}
-            header: dict[str, object] = {"v": vhost, "a": self._node.driver.applied_index,
+            header: dict[str, object] = {"v": vhost, "a": self._node.applied_index(),
                                          "t": [names for _, _, names in entries]}
             meant = {name: epochs[name] for name in targets if name in epochs}
             if meant:
@@ -103,9 +100,9 @@ class RemotePublisher:
     def _reachable_leader(self, vhost: str, name: str, epochs: dict[str, int]) -> str | None:
         """The queue's leader if this node can reach it; the epoch it leads (the one
         this node's metadata has) goes into `epochs` when the queue is replicated."""
-        record = self._node.metadata.state.queue(vhost, name)
+        record = self._node.state().queue(vhost, name)
         leader = record.leader_node if record is not None else None
-        if leader is None or not self._node.transport.is_connected(leader):
+        if leader is None or not self._node.is_connected(leader):
             return None
         if record is not None and record.replicated:
             epochs[name] = record.epoch
@@ -115,7 +112,7 @@ class RemotePublisher:
         self, requests: list[tuple[str, Envelope, _Entries, asyncio.Future[Envelope]]],
         confirmed: list[bool],
     ) -> list[bool]:
-        timeout_s = self._node.settings.proposal_timeout_s * 6
+        timeout_s = self._node.request_timeout_s * 6
         for leader, envelope, entries, future in requests:
             try:
                 answer = await self._node.rpc.answer_of(leader, envelope, future, timeout_s)

@@ -1,8 +1,9 @@
 """`RemoteQueue` / `RemoteQueueRegistry`: the client's node side of any-node access.
 
 Theory of operation. When a client on this node (A) uses a queue whose leader
-runs on node B, the broker hands the protocol layer a `RemoteQueue` instead of
-a `QueueShell`: publishes, consumes, gets, counts and purges become requests
+runs on node B, the broker hands the protocol layer a `RemoteQueue` (the
+forwarded kind of `QueueType`, logbroker/queue/queue_type.py) instead of a
+`QueueShell`: publishes, consumes, gets, counts and purges become requests
 to B (`QueueHost`), settlements and cancels become notices, and B's
 deliveries come back as `q.deliver` notices that the registry hands to the
 consumer's sink (the AMQP channel or WebSocket here) with B's offsets. So the
@@ -58,7 +59,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_consumers import (
@@ -68,6 +68,7 @@ from logbroker.cluster.forwarded_consumers import (
     lookahead_for,
 )
 from logbroker.cluster.forwarded_message import decode_message
+from logbroker.cluster.forwarding_port import ForwardingPort
 from logbroker.cluster.queue_host import WINDOW
 from logbroker.cluster.remote_flow import FLOW_OP, RemoteHolds
 from logbroker.cluster.remote_publish import RemotePublisher
@@ -75,9 +76,7 @@ from logbroker.errors import NOT_FOUND, BrokerError
 from logbroker.message import Message
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.delivery_sink import DeliverySink
-
-if TYPE_CHECKING:
-    from logbroker.cluster.cluster_node import ClusterNode
+from logbroker.queue.queue_type import FORWARDED, Capabilities, Dequeued, QueueStats
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +102,9 @@ class RemoteQueue:
     @property
     def closed(self) -> bool:
         return self._registry.cached(self.vhost, self._name) is not self
+
+    def capabilities(self) -> Capabilities:
+        return FORWARDED
 
     def _header(self, **fields: object) -> dict[str, object]:
         return {"v": self.vhost, "q": self._name, **fields}
@@ -179,26 +181,24 @@ class RemoteQueue:
         self._registry.forget_channel(self._node, channel_key)
         self._registry.notify(self._node, "q.channel_closed", self._header(ck=channel_key))
 
-    async def get(self, channel_key: str, no_ack: bool
-                  ) -> tuple[int, bool, Message, int] | None:
+    async def dequeue(self, channel_key: str, no_ack: bool) -> Dequeued | None:
         answer = await self._registry.call(self._node, "q.get",
                                            self._header(ck=channel_key, no_ack=no_ack))
         self._learn(answer)
         if not answer.header["found"]:
             return None
         header = answer.header
-        return (int(header["o"]), bool(header["r"]), decode_message(answer.blobs[0]),
-                int(header["left"]))
+        return Dequeued(int(header["o"]), bool(header["r"]), decode_message(answer.blobs[0]),
+                        int(header["left"]))
 
-    async def counts(self) -> tuple[int, int]:
-        answer = await self._registry.call(self._node, "q.counts", self._header())
-        return int(answer.header["messages"]), int(answer.header["consumers"])
-
-    async def figures(self) -> tuple[int, int, int, int]:
+    async def stats(self) -> QueueStats:
         answer = await self._registry.call(self._node, "q.counts", self._header())
         header = answer.header
-        return (int(header["messages"]), int(header["consumers"]), int(header["first"]),
-                int(header["end"]))
+        return QueueStats(int(header["messages"]), int(header["consumers"]),
+                          int(header["first"]), int(header["end"]))
+
+    async def declared(self) -> QueueStats:
+        return await self.stats()  # its leader keeps the idle timer (x-expires)
 
     async def purge(self) -> int:
         answer = await self._registry.call(self._node, "q.purge", self._header())
@@ -211,7 +211,7 @@ class RemoteQueue:
 
 
 class RemoteQueueRegistry:
-    def __init__(self, node: ClusterNode) -> None:
+    def __init__(self, node: ForwardingPort) -> None:
         self._node = node
         self._queues: dict[tuple[str, str], RemoteQueue] = {}
         self.sinks: dict[str, DeliverySink] = {}
@@ -234,7 +234,7 @@ class RemoteQueueRegistry:
         return self._queues.get((vhost, name))
 
     def endpoint(self, vhost: str, name: str) -> RemoteQueue | None:
-        record = self._node.metadata.state.queue(vhost, name)
+        record = self._node.state().queue(vhost, name)
         if record is None or record.leader_node in (None, self._node.node_name):
             self._queues.pop((vhost, name), None)
             return None
@@ -250,12 +250,12 @@ class RemoteQueueRegistry:
         return self._flow.holds(vhost, names, publisher_id)
 
     def _leader_of(self, vhost: str, name: str) -> str | None:
-        record = self._node.metadata.state.queue(vhost, name)
+        record = self._node.state().queue(vhost, name)
         return record.leader_node if record is not None else None
 
     def _check_up(self, vhost: str, name: str, leader: str) -> None:
-        node_record = self._node.metadata.state.cluster_node(leader)
-        reachable = self._node.transport.is_connected(leader)
+        node_record = self._node.state().cluster_node(leader)
+        reachable = self._node.is_connected(leader)
         if not reachable or (node_record is not None and not node_record.up):
             raise BrokerError(NOT_FOUND, f"home node '{leader}' of durable queue '{name}' "
                               f"in vhost '{vhost}' is down or inaccessible")
@@ -270,9 +270,9 @@ class RemoteQueueRegistry:
         self._node.rpc.notify(node, Envelope(op, header))
 
     async def call(self, node: str, op: str, header: dict[str, object]) -> Envelope:
-        header = {**header, "a": self._node.driver.applied_index}
+        header = {**header, "a": self._node.applied_index()}
         return await self._node.rpc.call(node, Envelope(op, header),
-                                         self._node.settings.proposal_timeout_s)
+                                         self._node.request_timeout_s)
 
     def grant_window(self, node: str, channel_key: str) -> None:
         if (node, channel_key) not in self._granted:
@@ -338,7 +338,7 @@ class RemoteQueueRegistry:
         header = envelope.header
         channel_key, queue = str(header["ck"]), str(header["q"])
         epoch = header.get("e")  # None from a node on older code
-        state = self._node.metadata.state
+        state = self._node.state()
         if channel_key not in self.sinks:  # the channel is gone here: close it there too
             self.notify(peer, "q.channel_closed", {"ck": channel_key})
             return
@@ -463,7 +463,7 @@ class RemoteQueueRegistry:
         self._flow.peer_down(peer)
         for key in [key for key, queue in self._queues.items() if queue.node == peer]:
             del self._queues[key]
-        state = self._node.metadata.state
+        state = self._node.state()
         gone = self.consumers.matching(node=peer)
         for consumer in sorted(gone, key=lambda c: (c.channel_key, c.vhost, c.queue, c.tag)):
             self.consumers.take_buffered(consumer)

@@ -189,6 +189,23 @@ class DeletePolicy(_TableFields):
 
 
 @dataclass(frozen=True)
+class SetParameter(_TableFields):
+    """A runtime parameter (see `parameters`): RabbitMQ's set_parameter, vhost limits."""
+
+    vhost: str
+    component: str
+    name: str
+    value: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClearParameter(_TableFields):
+    vhost: str
+    component: str
+    name: str
+
+
+@dataclass(frozen=True)
 class AddClusterNode(_TableFields):
     """Add a node to the cluster (up since `since_ms`), or update a known node's address."""
 
@@ -292,7 +309,8 @@ Command = (
     | DeclareExchange | DeleteExchange | Bind | Unbind | DeclareQueue | DeleteQueue
     | PutPolicy | DeletePolicy | AddClusterNode | RemoveClusterNode | SetNodeLiveness
     | SetQueuePlacement | SetQueueInSync | ElectQueueLeader | CommitProducerBatch
-    | ProducerBatchApplied | CommitGroupOffsets | DeleteConsumerGroup
+    | ProducerBatchApplied | CommitGroupOffsets | DeleteConsumerGroup | SetParameter
+    | ClearParameter
 )  # fmt: skip
 
 COMMAND_TYPES: dict[str, type[Command]] = {

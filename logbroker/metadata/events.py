@@ -116,6 +116,16 @@ class PolicyChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class ParameterChanged:
+    """A runtime parameter was set to a new value, or cleared (`deleted`)."""
+
+    vhost: str
+    component: str
+    name: str
+    deleted: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterNodeAdded:
     node: ClusterNodeRecord
 
@@ -191,7 +201,7 @@ Event = (
     | BindingAdded | BindingRemoved | PolicyChanged | ClusterNodeAdded | ClusterNodeUpdated
     | ClusterNodeRemoved | NodeLivenessChanged | QueuePlacementChanged | QueueInSyncChanged
     | ProducerChanged
-    | GroupOffsetsCommitted | ConsumerGroupDeleted
+    | GroupOffsetsCommitted | ConsumerGroupDeleted | ParameterChanged
 )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from logbroker.metadata import access_commands as access
 from logbroker.metadata import cluster_commands as cluster
 from logbroker.metadata import group_commands as groups
+from logbroker.metadata import parameter_commands as parameter_cmds
 from logbroker.metadata import policy_commands as policy_cmds
 from logbroker.metadata import producer_commands as producers
 from logbroker.metadata import replica_commands as replica
@@ -32,6 +33,7 @@ from logbroker.metadata.errors import (
     resource_locked,
 )
 from logbroker.metadata.events import Applied, Event
+from logbroker.metadata.parameters import VHOST_LIMITS, limit_value
 from logbroker.metadata.passwords import SHA256
 from logbroker.metadata.policies import (
     Policy,
@@ -78,6 +80,8 @@ _PLANNERS: dict[str, _Planner] = {
     "ProducerBatchApplied": producers.plan_producer_batch_applied,
     "CommitGroupOffsets": groups.plan_commit_group_offsets,
     "DeleteConsumerGroup": groups.plan_delete_consumer_group,
+    "SetParameter": parameter_cmds.plan_set_parameter,
+    "ClearParameter": parameter_cmds.plan_clear_parameter,
 }
 
 
@@ -209,6 +213,24 @@ class MetadataState:
         policy = self.effective_policy(vhost, "exchange", name)
         alternate = effective_alternate_exchange(exchange.arguments, policy)
         return ExchangeSpec(name, exchange.type, exchange.arguments, alternate)
+
+    def parameters(self, vhost: str, component: str | None = None
+                   ) -> tuple[tuple[str, str, Mapping[str, Any]], ...]:
+        """(component, name, value) of the vhost's runtime parameters, optionally of one
+        component, in the order they were first set."""
+        data = self._data.vhosts.get(vhost)
+        if data is None:
+            return ()
+        return tuple((kind, name, value) for (kind, name), value in data.parameters.items()
+                     if component is None or kind == component)
+
+    def parameter(self, vhost: str, component: str, name: str) -> Mapping[str, Any] | None:
+        data = self._data.vhosts.get(vhost)
+        return data.parameters.get((component, name)) if data is not None else None
+
+    def vhost_limit(self, vhost: str, key: str) -> int | None:
+        """The vhost's `max-connections` / `max-queues` (None: no limit)."""
+        return limit_value(self.parameter(vhost, VHOST_LIMITS, "limits"), key)
 
     def producer(self, vhost: str, name: str) -> ProducerRecord | None:
         """A transactional producer's committed batches (`producer_commands`)."""

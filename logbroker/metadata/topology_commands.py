@@ -65,6 +65,7 @@ from logbroker.metadata.events import (
     QueueDeleted,
 )
 from logbroker.metadata.group_commands import drop_queue_from_groups
+from logbroker.metadata.parameters import VHOST_LIMITS, limit_value
 from logbroker.metadata.queue_arguments import (
     validate_exchange_arguments,
     validate_queue_arguments,
@@ -80,6 +81,7 @@ from logbroker.routing import (
     parse_weight,
     validate_x_match,
 )
+from logbroker.staging_queues import is_staging_queue
 
 Plan = Callable[[], list[Event]]
 
@@ -187,6 +189,7 @@ def plan_declare_queue(data: StateData, command: DeclareQueue) -> Plan:
         return _nothing
     validate_queue_arguments(command.vhost, command.name, command.arguments)
     check_placement(command.leader_node, command.members)
+    _check_queue_limit(vhost, command.name)
     record = QueueRecord(
         command.vhost, command.name, durable, command.exclusive_owner, command.auto_delete,
         command.arguments, command.leader_node, command.members,
@@ -198,6 +201,17 @@ def plan_declare_queue(data: StateData, command: DeclareQueue) -> Plan:
         return [QueueDeclared(record)]
 
     return declare
+
+
+def _check_queue_limit(vhost: VhostData, name: str) -> None:
+    """The vhost's max-queues (RabbitMQ's text). The broker's own staging queues of
+    transactional batches are plumbing, not the user's queues: not counted."""
+    limit = limit_value(vhost.parameters.get((VHOST_LIMITS, "limits")), "max-queues")
+    if limit is None or is_staging_queue(name):
+        return
+    if sum(1 for queue in vhost.queues if not is_staging_queue(queue)) >= limit:
+        raise precondition_failed(f"cannot declare queue '{name}': queue limit in vhost "
+                                  f"'{vhost.name}' ({limit}) is reached")
 
 
 def plan_delete_queue(data: StateData, command: DeleteQueue) -> Plan:

@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from logbroker.errors import BrokerError
 from logbroker.message import Message
 from logbroker.queue.admissions import Admissions
 from logbroker.queue.consumers import Consumer
@@ -45,10 +46,17 @@ from logbroker.queue.flow_gate import FlowGate
 from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta
 from logbroker.queue.publisher_flow import PublisherFlow
 from logbroker.queue.queue_appends import QueueAppends
-from logbroker.queue.queue_core import QueueCore
+from logbroker.queue.queue_core import ConsumerRefused, QueueCore
 from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_stats import AppendWaiters, QueueCounters
+from logbroker.queue.queue_type import (
+    LOCAL,
+    REPLICATED_LEADER,
+    Capabilities,
+    Dequeued,
+    QueueStats,
+)
 from logbroker.queue.record_cache import RecordCache
 from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import GateFenced, ReplicationGate
@@ -67,6 +75,7 @@ HELD_ACKS_MAX = 1_000_000  # beyond it an isolated leader's acks are dropped: re
 
 DeadLetterCallback = Callable[["QueueShell", Message, DeadLetterReason], Awaitable[None]]
 ExpiredCallback = Callable[["QueueShell"], None]
+UnusedCallback = Callable[["QueueShell"], None]
 
 
 def _now_ms() -> int:
@@ -99,6 +108,7 @@ class QueueShell(QueueAppends):
         self._effects = EffectRunner(self._carry_out_one, self._dead_letter)
         self.on_dead_letter: DeadLetterCallback | None = None
         self.on_expired: ExpiredCallback | None = None
+        self.on_unused: UnusedCallback | None = None  # its last consumer went
         self.closed = False
         self.had_consumers = False  # auto-delete applies only once a consumer came
         self.counters = QueueCounters()
@@ -198,11 +208,14 @@ class QueueShell(QueueAppends):
     def channel_closed(self, channel_key: str, requeue: bool = True) -> None:
         """Forget the channel's consumers and requeue what it left unacked (unless
         `requeue` is False: the caller requeues it later, see `requeue_held`)."""
-        for tag in [t for t, sink in self._sinks.items() if sink.channel_key == channel_key]:
+        tags = [t for t, sink in self._sinks.items() if sink.channel_key == channel_key]
+        for tag in tags:
             self.remove_consumer(tag)
         if requeue:
             self._run(self.core.requeue_channel(channel_key))
         self.schedule_pump()
+        if tags:
+            self._notice_unused()
 
     def requeue_held(self, channel_key: str, offsets: Sequence[int]) -> None:
         """Requeue those of `offsets` the channel still holds unacked."""
@@ -226,10 +239,48 @@ class QueueShell(QueueAppends):
         self._arm_timer()
         return found
 
-    def purge(self) -> int:
+    # ------------------------------------------------ the queue interface (QueueType)
+
+    def capabilities(self) -> Capabilities:
+        return LOCAL if self.replication is None else REPLICATED_LEADER
+
+    async def declared(self) -> QueueStats:
+        self.core.touch(self.clock())
+        return await self.stats()
+
+    async def consume(self, consumer: Consumer, sink: DeliverySink) -> None:
+        try:
+            self.add_consumer(consumer, sink)
+        except ConsumerRefused as refused:
+            text = refused.text
+            if refused.reply_code == 403:
+                text = f"queue '{self.name}' in vhost '{self.settings.vhost}' in exclusive use"
+            raise BrokerError(refused.reply_code, text.split(" - ", 1)[-1]) from refused
+        self.had_consumers = True
+
+    def cancel(self, consumer_tag: str) -> None:
+        self.remove_consumer(consumer_tag)
+        self._notice_unused()
+
+    def _notice_unused(self) -> None:
+        """Auto-delete applies once a consumer came and the last one went."""
+        if self.had_consumers and self.core.consumer_count == 0 and self.on_unused:
+            self.on_unused(self)
+
+    async def dequeue(self, channel_key: str, no_ack: bool) -> Dequeued | None:
+        found = self.get(channel_key, no_ack)
+        if found is None:
+            return None
+        return Dequeued(*found, self.core.message_count)
+
+    async def purge(self) -> int:
         count, effects = self.core.purge()
         self._run(effects)
         return count
+
+    async def stats(self) -> QueueStats:
+        return QueueStats(self.core.message_count, self.core.consumer_count,
+                          self.log_start_offset, self.readable_end)
 
     # --------------------------------------------------------------- pumping
 

@@ -10,7 +10,10 @@ Either end may dial: a node that joins knows the others before they know it.
 A peer that authenticates is accepted whether or not it is in `set_peers`;
 only listed peers are redialled. Every connection must finish its handshake
 within `handshake_timeout_s`; a failed one is closed and logged at WARNING
-with the address and the reason. Sends never block: `send` queues one frame
+with the address and the reason. With `tls` (the cluster link over TLS), each
+connection first does a mutually verified TLS handshake, in the same time
+limit: a node whose certificate does not chain to the CA is refused the same
+way. Sends never block: `send` queues one frame
 per call, bounded per peer in frames and bytes, and one writer task per link
 joins the queued frames into one write and one drain.
 """
@@ -22,6 +25,7 @@ import logging
 import random
 import secrets
 import socket
+import ssl
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
@@ -67,6 +71,7 @@ class ClusterTransport:
         on_peer_change: Callable[[str, bool], None] | None = None,
         limits: TransportLimits = DEFAULT_LIMITS,
         rng: random.Random | None = None,
+        tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
     ) -> None:
         check_node_name(node_name)
         if not secret:
@@ -76,6 +81,7 @@ class ClusterTransport:
         self._host = host
         self._requested_port = port
         self._limits = limits
+        self._tls = tls  # (accepting, dialing) contexts: mutual TLS before the handshake
         self._incarnation = secrets.token_bytes(INCARNATION_BYTES)
         self._links = LinkManager(
             node_name,
@@ -199,6 +205,10 @@ class ClusterTransport:
         where = _format_address(writer.get_extra_info("peername"))
         try:
             async with asyncio.timeout(self._limits.handshake_timeout_s):
+                if self._tls is not None:
+                    # TLS first, in the handshake's time: a peer whose certificate does not
+                    # chain to the CA is refused here, and logged as any refusal.
+                    await writer.start_tls(self._tls[0])
                 link = await self._handshake(reader, writer, where, expected=None)
         except _HANDSHAKE_ERRORS as exc:
             self._handshake_failures += 1
@@ -231,7 +241,7 @@ class ClusterTransport:
         writer: asyncio.StreamWriter | None = None
         try:
             async with asyncio.timeout(self._limits.handshake_timeout_s):
-                reader, writer = await asyncio.open_connection(address.host, address.port)
+                reader, writer = await self._connect(address)
                 self._dialed += 1
                 self._opened(writer)
                 link = await self._handshake(reader, writer, where, expected=address.name)
@@ -246,6 +256,17 @@ class ClusterTransport:
             raise
         state.last_dial_failure = None
         self._spawn(self._links.run(link))
+
+    async def _connect(self, address: PeerAddress
+                       ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection(address.host, address.port)
+        if self._tls is not None:
+            try:
+                await writer.start_tls(self._tls[1], server_hostname=address.host)
+            except BaseException:
+                writer.transport.abort()
+                raise
+        return reader, writer
 
     def _dial_failed(
         self, address: PeerAddress, where: str, state: PeerState, exc: BaseException

@@ -16,7 +16,6 @@ from api.http.path_names import path_name
 from api.http.query_params import ListOptions
 from api.http.request_body import RequestBody
 from api.http.views import binding_view, default_binding_view, properties_key
-from logbroker import definitions
 from logbroker.routing.types import Destination
 
 router = APIRouter(tags=["bindings"])
@@ -100,10 +99,10 @@ async def add_binding(vhost: str, source: str, kind: Kind, destination: str, bod
         raise ApiError(403, "the default exchange cannot be bound to")
     _check_ends(ctx, vhost_name, src, kind, dst)
     if kind == "q":
-        await definitions.bind_queue(ctx.broker, who_session, dst, src, body.routing_key,
+        await ctx.broker.definitions.bind_queue(who_session, dst, src, body.routing_key,
                                body.arguments)
     else:
-        await definitions.bind_exchange(ctx.broker, who_session, dst, src, body.routing_key,
+        await ctx.broker.definitions.bind_exchange(who_session, dst, src, body.routing_key,
                                   body.arguments)
     key = properties_key(body.routing_key, body.arguments)
     return Response(status_code=201, headers={"Location": key})
@@ -148,11 +147,11 @@ async def delete_binding(vhost: str, source: str, kind: Kind, destination: str, 
     if not src:
         raise ApiError(403, "default bindings cannot be deleted")
     if kind == "q":
-        await definitions.bind_queue(ctx.broker, who_session, dst, src, view["routing_key"],
+        await ctx.broker.definitions.bind_queue(who_session, dst, src, view["routing_key"],
                                _arguments_of(ctx, vhost_name, src, kind, dst, props),
                                unbind=True)
     else:
-        await definitions.bind_exchange(ctx.broker, who_session, dst, src, view["routing_key"],
+        await ctx.broker.definitions.bind_exchange(who_session, dst, src, view["routing_key"],
                                   _arguments_of(ctx, vhost_name, src, kind, dst, props),
                                   unbind=True)
     return Response(status_code=204)

@@ -9,7 +9,6 @@ its message back in the queue, redelivered (see `api.http.leases`).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from fastapi import APIRouter, Depends
@@ -23,7 +22,6 @@ from api.http.leases import Lease
 from api.http.message_codec import message_json
 from api.http.path_names import path_name
 from api.http.request_body import RequestBody
-from logbroker import consuming
 
 router = APIRouter(tags=["data plane"])
 Context = Depends(api_context)
@@ -79,10 +77,10 @@ async def lease_messages(vhost: str, name: str, body: LeaseBody, ctx: ApiContext
     who_session = session(ctx, who, vhost_name)
     if not ctx.leases.has_room(body.count):
         raise ApiError(503, "too many leases outstanding on this node; ack some first")
-    deadline = int(time.time() * 1000) + body.visibility_timeout_ms
+    deadline = ctx.clock.wall_ms() + body.visibility_timeout_ms
     out = []
     for _ in range(body.count):
-        found = await consuming.get(ctx.broker, who_session, queue, LEASE_CHANNEL,
+        found = await ctx.broker.consuming.get(who_session, queue, LEASE_CHANNEL,
                                     no_ack=False)
         if found is None:
             break

@@ -20,7 +20,6 @@ from api.http.path_names import path_name
 from api.http.query_params import ListOptions
 from api.http.request_body import RequestBody
 from api.http.views import exchange_view
-from logbroker import definitions
 from logbroker.metadata import ExchangeRecord
 
 router = APIRouter(tags=["exchanges"])
@@ -94,7 +93,7 @@ async def put_exchange(vhost: str, name: str, body: ExchangeBody, ctx: ApiContex
     if not exchange:
         raise ApiError(403, "the default exchange cannot be declared")
     existed = ctx.broker.state.exchange(vhost_name, exchange) is not None
-    await definitions.declare_exchange(ctx.broker, who_session, exchange, body.type,
+    await ctx.broker.definitions.declare_exchange(who_session, exchange, body.type,
                                  durable=body.durable, auto_delete=body.auto_delete,
                                  internal=body.internal, arguments=body.arguments)
     return Response(status_code=204 if existed else 201)
@@ -110,7 +109,7 @@ async def delete_exchange(vhost: str, name: str, ctx: ApiContext = Context,
         raise ApiError(403, f"exchange '{exchange or 'amq.default'}' cannot be deleted")
     if ctx.broker.state.exchange(vhost_name, exchange) is None:
         raise ApiError(404, f"no exchange '{exchange}' in vhost '{vhost_name}'")
-    await definitions.delete_exchange(ctx.broker, who_session, exchange, if_unused)
+    await ctx.broker.definitions.delete_exchange(who_session, exchange, if_unused)
     return Response(status_code=204)
 
 

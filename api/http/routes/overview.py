@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import platform
-import time
 from typing import Any
 
 from fastapi import APIRouter, Depends
@@ -48,11 +47,8 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management) -
         "cluster_name": cluster_name, "node": ctx.node_name,
         "erlang_version": f"python {platform.python_version()}",
         "listeners": [
-            {"node": ctx.node_name, "protocol": "amqp", "ip_address": ctx.listeners.host,
-             "port": ctx.listeners.amqp_port},
-            {"node": ctx.node_name, "protocol": "http", "ip_address": ctx.listeners.host,
-             "port": ctx.listeners.http_port},
-        ],
+            {"node": ctx.node_name, "protocol": protocol, "ip_address": ctx.listeners.host,
+             "port": port} for protocol, port in ctx.listeners.enabled()],
         "queue_totals": {"messages": ready + unacked, "messages_ready": ready,
                          "messages_unacknowledged": unacked},
         "object_totals": {
@@ -77,7 +73,7 @@ def _node_view(ctx: ApiContext) -> dict[str, Any]:
     alarms = resources.alarms
     return {
         "name": ctx.node_name, "type": "disc", "running": True, "being_drained": False,
-        "uptime": int(time.time() * 1000) - ctx.started_at_ms,
+        "uptime": ctx.clock.wall_ms() - ctx.started_at_ms,
         "os_pid": str(os.getpid()), "processors": os.cpu_count() or 1,
         "mem_alarm": "memory" in alarms.active, "disk_free_alarm": "disk" in alarms.active,
         "mem_limit": alarms.watermarks.memory_high_bytes,

@@ -16,7 +16,6 @@ from api.http.path_names import path_name
 from api.http.query_params import ListOptions
 from api.http.request_body import RequestBody
 from api.http.views import queue_view
-from logbroker import consuming, definitions
 from logbroker.queue_figures import QueueFigures, remote_figures, remote_figures_of
 
 router = APIRouter(tags=["queues"])
@@ -106,7 +105,7 @@ async def put_queue(vhost: str, name: str, body: QueueBody, ctx: ApiContext = Co
     if queue.startswith("amq."):
         raise ApiError(403, f"queue name '{queue}' contains reserved prefix 'amq.*'")
     existed = ctx.broker.state.queue(vhost_name, queue) is not None
-    await definitions.declare_queue(ctx.broker, who_session, queue, durable=body.durable,
+    await ctx.broker.definitions.declare_queue(who_session, queue, durable=body.durable,
                               auto_delete=body.auto_delete, arguments=body.arguments)
     return Response(status_code=204 if existed else 201)
 
@@ -118,7 +117,7 @@ async def delete_queue(vhost: str, name: str, ctx: ApiContext = Context,
                  if_empty: bool = Query(False, alias="if-empty")) -> Response:
     vhost_name, queue = path_name(vhost), path_name(name)
     who_session = session(ctx, who, vhost_name)
-    await definitions.delete_queue(ctx.broker, who_session, queue, if_unused=if_unused,
+    await ctx.broker.definitions.delete_queue(who_session, queue, if_unused=if_unused,
                              if_empty=if_empty)
     return Response(status_code=204)
 
@@ -127,7 +126,7 @@ async def delete_queue(vhost: str, name: str, ctx: ApiContext = Context,
 async def purge_queue(vhost: str, name: str, ctx: ApiContext = Context,
                 who: Principal = Management) -> Response:
     vhost_name, queue = path_name(vhost), path_name(name)
-    await definitions.purge_queue(ctx.broker, session(ctx, who, vhost_name), queue)
+    await ctx.broker.definitions.purge_queue(session(ctx, who, vhost_name), queue)
     return Response(status_code=204)
 
 
@@ -144,7 +143,7 @@ async def get_messages(vhost: str, name: str, body: GetBody, ctx: ApiContext = C
     out: list[dict[str, Any]] = []
     endpoint = None
     for _ in range(body.count):
-        found = await consuming.get(ctx.broker, who_session, queue, channel_key, no_ack)
+        found = await ctx.broker.consuming.get(who_session, queue, channel_key, no_ack)
         if found is None:
             break
         offset, redelivered, message, left, endpoint = found

@@ -49,7 +49,7 @@ def _elsewhere(ctx: ApiContext, vhost: str, queue: str) -> ApiError:
 
 
 def _check_read(ctx: ApiContext, who: Principal, vhost: str, queue: str) -> None:
-    ctx.broker.check(session(ctx, who, vhost), "queue", queue, "read")
+    ctx.broker.access.check(session(ctx, who, vhost), "queue", queue, "read")
 
 
 def replay_view(ctx: ApiContext, who: Principal, vhost: str, queue: str) -> ReplayView:

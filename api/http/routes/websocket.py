@@ -45,7 +45,7 @@ async def websocket_endpoint(socket: WebSocket) -> None:
         return
     vhost = socket.query_params.get("vhost", "/")
     try:
-        ctx.broker.check_vhost(who.user, vhost)
+        ctx.broker.access.check_vhost(who.user, vhost)
     except BrokerError as error:
         await _refuse(socket, CLOSE_FORBIDDEN, error.text)
         return

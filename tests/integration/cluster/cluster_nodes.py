@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,15 +112,18 @@ def ready(nodes: list[Node]) -> bool:
 
 
 @contextlib.contextmanager
-def running_cluster(base: Path, names: tuple[str, ...] = NAMES) -> Iterator[list[Node]]:
-    """Start one `logbroker serve` per name on free 127.0.0.1 ports; stop them after."""
+def running_cluster(base: Path, names: tuple[str, ...] = NAMES,
+                    extra: Callable[[str], tuple[str, ...]] = lambda _name: ()
+                    ) -> Iterator[list[Node]]:
+    """Start one `logbroker serve` per name on free 127.0.0.1 ports (with `extra(name)`'s
+    flags); stop them after."""
     secret_file = base / "secret"
     secret_file.write_text("integration-test-secret\n")
     secret_file.chmod(0o600)
     ports = [{"amqp": free_port(), "http": free_port(), "cluster": free_port()} for _ in names]
     peers = ",".join(f"{name}@127.0.0.1:{p['cluster']}" for name, p in zip(names, ports,
                                                                             strict=True))
-    nodes = [make_node(base, name, peers, secret_file, p)
+    nodes = [make_node(base, name, peers, secret_file, p, *extra(name))
              for name, p in zip(names, ports, strict=True)]
     try:
         for node in nodes:

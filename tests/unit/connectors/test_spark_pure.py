@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import base64
 import itertools
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from connectors.spark.broker_http import BrokerHttp
 from connectors.spark.offsets import (
     Bounds,
     admit,
@@ -34,7 +36,7 @@ from connectors.spark.sink_options import (
     parse_sink_options,
     streaming_producer_id,
 )
-from connectors.spark.source_options import StartSpec, parse_source_options
+from connectors.spark.source_options import StartSpec, parse_connection, parse_source_options
 from connectors.spark.spark_version import UnsupportedSparkVersion, check_version
 
 URL = "http://guest:guest@127.0.0.1:15672"
@@ -237,3 +239,17 @@ def test_sink_schema_check_and_parts() -> None:
     assert [len(p) for p in parts(messages, 10, 1 << 20)] == [10, 10, 5]
     big = ({"routing_key": "", "payload": "x" * 100} for _ in range(5))
     assert [len(p) for p in parts(big, 100, 300)] == [2, 2, 1]
+
+
+def test_tls_options_for_https_brokers(tmp_path: Path) -> None:
+    connection = parse_connection({"brokers": "https://u:p@127.0.0.1:15671",
+                                   "caFile": "/etc/ca.pem", "certFile": "c.pem",
+                                   "keyFile": "k.pem"})
+    assert (connection.ca_file, connection.cert_file, connection.key_file) == (
+        "/etc/ca.pem", "c.pem", "k.pem")
+    with pytest.raises(OptionError, match="keyFile"):
+        parse_connection({"brokers": "https://127.0.0.1", "keyFile": "k.pem"})
+    missing = parse_connection({"brokers": "https://127.0.0.1",
+                                "caFile": str(tmp_path / "absent.pem")})
+    with pytest.raises(OptionError, match=r"absent\.pem|No such file"):
+        BrokerHttp(missing)

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from logbroker import definitions
 from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig, Session
 from logbroker.message import Message
@@ -25,10 +24,10 @@ def bodies(broker: Broker, queue: str) -> list[bytes]:
 async def open_broker(tmp_path: Path) -> Broker:
     broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)))
     for name in ("a", "b"):
-        await definitions.declare_queue(broker, SESSION, name, durable=True)
-    await definitions.declare_exchange(broker, SESSION, "fan", "fanout", durable=True)
+        await broker.definitions.declare_queue(SESSION, name, durable=True)
+    await broker.definitions.declare_exchange(SESSION, "fan", "fanout", durable=True)
     for name in ("a", "b"):
-        await definitions.bind_queue(broker, SESSION, name, "fan", "")
+        await broker.definitions.bind_queue(SESSION, name, "fan", "")
     return broker
 
 
@@ -57,7 +56,7 @@ async def test_a_pending_commit_is_finished_where_it_was_not(tmp_path: Path) -> 
     broker = await open_broker(tmp_path)
     batches = broker.producer_batches
     await broker.apply(CommitProducerBatch("/", "p", 4, 0))
-    await definitions.bind_queue(broker, SESSION, "b", "fan", "", unbind=True)
+    await broker.definitions.bind_queue(SESSION, "b", "fan", "", unbind=True)
     part = await batches.stage("/", "p", 4, [Message("fan", "", b"m1"),
                                              Message("fan", "", b"m2")])
     # Publish as the interrupted commit did, to `a` only (b is unbound for that).
@@ -65,7 +64,7 @@ async def test_a_pending_commit_is_finished_where_it_was_not(tmp_path: Path) -> 
     assert parts is not None
     for message in parts[part]:
         await broker.publisher.publish("/", message)
-    await definitions.bind_queue(broker, SESSION, "b", "fan", "")
+    await broker.definitions.bind_queue(SESSION, "b", "fan", "")
     # The producer saw no answer and commits again: the staged parts are still there.
     again = part
     outcome = await batches.commit("/", "p", 4, [again])

@@ -14,9 +14,10 @@ import pytest
 from pamqp import base, commands
 
 from api.amqp.channel_session import ChannelSession
-from api.amqp.connection_context import ConnectionContext, InFlight
+from api.amqp.connection_context import IN_FLIGHT_UNIT, ConnectionContext
 from api.amqp.events import Acks, ChannelMethod, Publish
 from api.amqp.publish_pipeline import PublishPipeline
+from api.connection_flow import ConnectionFlow
 from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig, Session
 from logbroker.message import Message
@@ -88,7 +89,8 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
                             notify_output=lambda: None,
                             after_read=lambda start: asyncio.get_running_loop().call_soon(
                                 start),
-                            congested=lambda: False, in_flight=InFlight(1 << 20))
+                            congested=lambda: False,
+                            flow=ConnectionFlow({IN_FLIGHT_UNIT: 1 << 20}))
     yield Harness(broker, machine, ctx)
     await broker.close()
 
@@ -150,7 +152,7 @@ async def test_confirms_are_coalesced_into_runs_and_returns_come_first(
         ("Basic.Nack", 3, False),
         ("Basic.Ack", 5, True),
     ]
-    assert harness.ctx.in_flight.bytes == 0
+    assert harness.ctx.flow.in_flight(IN_FLIGHT_UNIT) == 0
 
 
 async def test_a_barrier_waits_for_the_publishes_before_it(harness: Harness) -> None:

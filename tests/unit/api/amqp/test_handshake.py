@@ -15,6 +15,7 @@ from api.amqp import (
     Tuning,
 )
 from api.amqp.handshake import LoginUnavailable
+from api.amqp.server_properties import TLS_AUTH_MECHANISMS
 from api.amqp.wire import PROTOCOL_HEADER
 from tests.unit.api.amqp.client import Client, plain_response
 
@@ -228,6 +229,25 @@ def test_malformed_login(mechanism: str, response: str, code: int) -> None:
     [(_, close)] = client.methods()
     assert isinstance(close, commands.Connection.Close)
     assert (close.reply_code, close.class_id, close.method_id) == (code, 10, 11)
+
+
+def test_external_takes_the_certificate_user_where_offered() -> None:
+    config = ConnectionConfig(mechanisms=TLS_AUTH_MECHANISMS, certificate_user="alice")
+    client = Client(config)
+    assert client.start().mechanisms == "PLAIN AMQPLAIN EXTERNAL"
+    start_ok = commands.Connection.StartOk(mechanism="EXTERNAL", response="")
+    assert client.send(0, start_ok) == []
+    assert (client.machine.user, client.machine.auth_mechanism) == ("alice", "EXTERNAL")
+
+
+@pytest.mark.parametrize("certificate_user", [None, "mallory"])
+def test_external_without_a_known_certificate_user_is_refused(
+        certificate_user: str | None) -> None:
+    config = ConnectionConfig(mechanisms=TLS_AUTH_MECHANISMS, certificate_user=certificate_user)
+    client = Client(config)
+    client.start()
+    failed = client.send(0, commands.Connection.StartOk(mechanism="EXTERNAL", response=""))[0]
+    assert isinstance(failed, ConnectionFailed) and failed.reply_code == 403
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,6 @@ import pytest
 
 from api.http.http_errors import ApiError
 from api.http.http_publish import build_message, publish_many
-from logbroker import consuming, definitions
 from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig, Session
 from logbroker.errors import BrokerError
@@ -67,8 +66,8 @@ async def test_properties_with_headers_are_encoded_per_message(broker: Broker) -
 async def test_a_batch_checks_each_exchange_once_and_a_refused_one_every_time(
         broker: Broker) -> None:
     checks: list[str] = []
-    real_check = broker.check
-    broker.check = lambda session, kind, name, permission: (  # type: ignore[method-assign]
+    real_check = broker.access.check
+    broker.access.check = lambda session, kind, name, permission: (  # type: ignore[method-assign]
         checks.append(name), real_check(session, kind, name, permission))[1]
     checked: set[str] = set()
     for _ in range(3):
@@ -84,19 +83,19 @@ async def test_a_batch_checks_each_exchange_once_and_a_refused_one_every_time(
 
 async def test_a_rest_publish_to_a_held_queue_is_answered_once_the_hold_ends(
         broker: Broker) -> None:
-    await definitions.declare_queue(broker, SESSION, "busy", durable=True)
+    await broker.definitions.declare_queue(SESSION, "busy", durable=True)
     busy = broker.queue("/", "busy")
     assert busy is not None
     busy.flow_gate.flow = PublisherFlow(FlowLimits(high=0, low=0, open_min_ms=0,
                                                    stall_ms=60_000, trial_hold_max_ms=60_000))
     sink = RecordingSink(room=0)  # a consumer out of credit: everything stays ready
-    await consuming.consume(broker, SESSION, "busy", sink, consumer_tag="c1")
+    await broker.consuming.consume(SESSION, "busy", sink, consumer_tag="c1")
     message = build_message(broker, SESSION, "", {"routing_key": "busy", "payload": "m"})
     assert (await publish_many(broker, "/", [message]))[0].confirmed  # measured, not held
     answer = asyncio.ensure_future(publish_many(broker, "/", [message]))
     await asyncio.sleep(0.05)
     assert not answer.done() and busy.flow_gate.flow.holding  # written, answer held back
-    consuming.channel_closed(broker, "/", sink.channel_key, {"busy"})  # no consumer: let go
+    broker.consuming.channel_closed("/", sink.channel_key, {"busy"})  # no consumer: let go
     assert (await asyncio.wait_for(answer, 1.0))[0].confirmed
 
 

@@ -16,7 +16,6 @@ import pytest
 from pamqp import commands
 
 from bench.free_ports import free_port
-from logbroker import consuming, definitions
 from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig, Session
 from logbroker.cluster.cluster_node import ClusterNode
@@ -70,7 +69,7 @@ def bootstrapped(node: ClusterNode) -> bool:
     if node.metadata.state.vhost("/") is None:
         return False
     try:
-        node.broker.check(session(node), "queue", "any", "configure")
+        node.broker.access.check(session(node), "queue", "any", "configure")
     except BrokerError:
         return False  # the permissions are not applied here yet
     return True
@@ -149,8 +148,8 @@ async def test_bootstrap_and_node_registry(cluster: dict[str, ClusterNode]) -> N
 
 async def test_queue_used_from_every_node(cluster: dict[str, ClusterNode]) -> None:
     a, b, c = cluster["a"], cluster["b"], cluster["c"]
-    assert await definitions.declare_queue(
-        a.broker, session(a), "work", durable=True, arguments=CLIENT_LOCAL) == ("work", 0, 0)
+    assert await a.broker.definitions.declare_queue(
+        session(a), "work", durable=True, arguments=CLIENT_LOCAL) == ("work", 0, 0)
 
     def led_by_a_everywhere() -> bool:
         records = [node.metadata.state.queue("/", "work") for node in cluster.values()]
@@ -166,11 +165,11 @@ async def test_queue_used_from_every_node(cluster: dict[str, ClusterNode]) -> No
     assert await publish(b.broker, "work", message)
     assert shell.core.message_count == 1
     # A passive declare through c counts on a.
-    assert await definitions.declare_queue(c.broker, session(c), "work", passive=True) == (
+    assert await c.broker.definitions.declare_queue(session(c), "work", passive=True) == (
         "work", 1, 0)
 
     # Fetched through c, acked through c.
-    got = await consuming.get(c.broker, session(c), "work", "conn-c:1", no_ack=False)
+    got = await c.broker.consuming.get(session(c), "work", "conn-c:1", no_ack=False)
     assert got is not None
     offset, redelivered, fetched, left, endpoint = got
     assert (fetched.body, redelivered, left) == (b"hello", False, 0)
@@ -182,20 +181,20 @@ async def test_queue_used_from_every_node(cluster: dict[str, ClusterNode]) -> No
     endpoint.ack([offset])
     await wait_for(lambda: shell.core.unacked_count == 0, "the ack to settle on a")
     assert shell.core.message_count == 0
-    assert await consuming.get(c.broker, session(c), "work", "conn-c:1", no_ack=True) is None
+    assert await c.broker.consuming.get(session(c), "work", "conn-c:1", no_ack=True) is None
 
 
 async def test_consumer_on_another_node_receives_and_acks(
     cluster: dict[str, ClusterNode],
 ) -> None:
     a, b, c = cluster["a"], cluster["b"], cluster["c"]
-    await definitions.declare_queue(a.broker, session(a), "jobs", durable=True,
+    await a.broker.definitions.declare_queue(session(a), "jobs", durable=True,
                                     arguments=CLIENT_LOCAL)
     await wait_for(lambda: all(node.metadata.state.queue("/", "jobs") is not None
                                for node in cluster.values()), "the queue on every node")
     shell = shell_of(a, "jobs")
     sink = RecordingSink("conn-c:1")
-    tag, endpoint = await consuming.consume(c.broker, session(c), "jobs", sink,
+    tag, endpoint = await c.broker.consuming.consume(session(c), "jobs", sink,
                                             consumer_tag="ctag", prefetch_count=10)
     assert tag == "ctag" and isinstance(endpoint, RemoteQueue)
     assert shell.core.consumer_count == 1
@@ -218,10 +217,10 @@ async def test_consumer_on_another_node_receives_and_acks(
     endpoint.ack([d[2] for d in sink.deliveries[10:]])
     await wait_for(lambda: shell.core.unacked_count == 0, "every ack settled on a")
     assert shell.core.message_count == 0
-    assert (await definitions.declare_queue(b.broker, session(b), "jobs", passive=True)) == (
+    assert (await b.broker.definitions.declare_queue(session(b), "jobs", passive=True)) == (
         "jobs", 0, 1)
 
-    consuming.cancel(c.broker, session(c), "jobs", "ctag")
+    c.broker.consuming.cancel(session(c), "jobs", "ctag")
     await wait_for(lambda: shell.core.consumer_count == 0, "the cancel to reach a")
     assert sink.cancelled == []
 
@@ -230,18 +229,18 @@ async def test_closing_the_consuming_channel_requeues_on_the_leader(
     cluster: dict[str, ClusterNode],
 ) -> None:
     a, b, c = cluster["a"], cluster["b"], cluster["c"]
-    await definitions.declare_queue(a.broker, session(a), "redo", arguments=CLIENT_LOCAL)
+    await a.broker.definitions.declare_queue(session(a), "redo", arguments=CLIENT_LOCAL)
     await wait_for(lambda: all(node.metadata.state.queue("/", "redo") is not None
                                for node in cluster.values()), "the queue on every node")
     shell = shell_of(a, "redo")
     sink = RecordingSink("conn-c:7")
-    await consuming.consume(c.broker, session(c), "redo", sink, consumer_tag="t")
+    await c.broker.consuming.consume(session(c), "redo", sink, consumer_tag="t")
     assert await publish(b.broker, "redo", persistent(b"again"))
     await wait_for(lambda: len(sink.deliveries) == 1, "the delivery")
-    consuming.channel_closed(c.broker, "/", "conn-c:7", {"redo"})
+    c.broker.consuming.channel_closed("/", "conn-c:7", {"redo"})
     await wait_for(lambda: shell.core.consumer_count == 0 and shell.core.message_count == 1,
                    "the channel's message requeued on a")
-    got = await consuming.get(b.broker, session(b), "redo", "conn-b:1", no_ack=True)
+    got = await b.broker.consuming.get(session(b), "redo", "conn-b:1", no_ack=True)
     assert got is not None and got[2].body == b"again" and got[1] is True  # redelivered
 
 
@@ -260,7 +259,7 @@ async def test_channel_closed_right_after_consume_leaves_no_consumer(
     cluster: dict[str, ClusterNode],
 ) -> None:
     a = cluster["a"]
-    await definitions.declare_queue(a.broker, session(a), "race", arguments=CLIENT_LOCAL)
+    await a.broker.definitions.declare_queue(session(a), "race", arguments=CLIENT_LOCAL)
     shell = shell_of(a, "race")
     # c forwards basic.consume, then its channel closes: both frames in one read on a.
     _inject(a, "c", request_frame(REQUEST, 10**15, Envelope(
@@ -275,7 +274,7 @@ async def _consumed_from_c(a: ClusterNode, b: ClusterNode, queue: str, channel_k
                            request_id: int) -> QueueShell:
     """Queue `queue` led by a, with a consumer that node c forwarded (frames injected as
     c's link would hand them) and credit for one delivery; a's shell of it."""
-    await definitions.declare_queue(a.broker, session(a), queue, arguments=CLIENT_LOCAL)
+    await a.broker.definitions.declare_queue(session(a), queue, arguments=CLIENT_LOCAL)
     await wait_for(lambda: b.metadata.state.queue("/", queue) is not None, "the queue on b")
     shell = shell_of(a, queue)
     _inject(a, "c", request_frame(REQUEST, request_id, Envelope(

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from logbroker import consuming, definitions
 from logbroker.cluster.cluster_node import ClusterNode
 from logbroker.consumer_resubscription import ConsumeRequest, ConsumerMoves, SinkConsumer
 from logbroker.message import Message
@@ -41,8 +40,8 @@ class FollowingSink:
                                    lambda: False, self.cancelled.append)
 
     async def consume(self, queue: str, tag: str, **arguments: object) -> None:
-        _, endpoint = await consuming.consume(
-            self.node.broker, session(self.node), queue, self, consumer_tag=tag,
+        _, endpoint = await self.node.broker.consuming.consume(
+            session(self.node), queue, self, consumer_tag=tag,
             prefetch_count=10, arguments=arguments)
         self.consumers[tag] = SinkConsumer(endpoint, ConsumeRequest(
             queue, tag, prefetch_count=10, arguments=arguments))
@@ -64,7 +63,7 @@ class FollowingSink:
 
 async def replicated_queue_on_a(cluster: dict[str, ClusterNode], name: str) -> None:
     a = cluster["a"]
-    await definitions.declare_queue(a.broker, session(a), name, durable=True,
+    await a.broker.definitions.declare_queue(session(a), name, durable=True,
                                     arguments=REPLICATED)
 
     def in_sync_everywhere() -> bool:
@@ -119,6 +118,6 @@ async def test_a_consumer_whose_queue_is_deleted_is_cancelled(
     await replicated_queue_on_a(cluster, "going")
     remote = FollowingSink(b, "conn-b:2")
     await remote.consume("going", "gone")
-    await definitions.delete_queue(a.broker, session(a), "going")
+    await a.broker.definitions.delete_queue(session(a), "going")
     await wait_for(lambda: remote.cancelled == ["gone"], "basic.cancel after the delete")
     assert remote.consumers == {}

@@ -8,7 +8,6 @@ import asyncio
 
 import pytest
 
-from logbroker import consuming, definitions
 from logbroker.cluster import remote_queue
 from logbroker.cluster.cluster_node import ClusterNode
 from logbroker.cluster.envelope import REQUEST, Envelope, request_frame
@@ -31,7 +30,7 @@ pytestmark = pytest.mark.timeout(30)
 
 async def _queue_on_a(cluster: dict[str, ClusterNode], name: str) -> QueueShell:
     a = cluster["a"]
-    await definitions.declare_queue(a.broker, session(a), name, arguments=CLIENT_LOCAL)
+    await a.broker.definitions.declare_queue(session(a), name, arguments=CLIENT_LOCAL)
     await wait_for(lambda: all(node.metadata.state.queue("/", name) is not None
                                for node in cluster.values()), "the queue on every node")
     return shell_of(a, name)
@@ -39,7 +38,7 @@ async def _queue_on_a(cluster: dict[str, ClusterNode], name: str) -> QueueShell:
 
 async def _drain(node: ClusterNode, queue: str) -> list[tuple[bytes, bool]]:
     got = []
-    while (found := await consuming.get(node.broker, session(node), queue, "conn-b:9",
+    while (found := await node.broker.consuming.get(session(node), queue, "conn-b:9",
                                         no_ack=True)) is not None:
         got.append((found[2].body, found[1]))
     return got
@@ -54,7 +53,7 @@ async def test_a_forwarded_consumer_gets_a_lookahead_but_its_client_only_its_pre
     assert all(await asyncio.gather(*(publish(b.broker, "ahead", persistent(body))
                                       for body in bodies)))
     sink = RecordingSink("conn-c:2")
-    _, endpoint = await consuming.consume(c.broker, session(c), "ahead", sink,
+    _, endpoint = await c.broker.consuming.consume(session(c), "ahead", sink,
                                           consumer_tag="fast", prefetch_count=20)
     # a sends 20 more than the prefetch; c holds them back from its client.
     await wait_for(lambda: shell.core.unacked_count == 40 and len(sink.deliveries) == 20,
@@ -70,7 +69,7 @@ async def test_a_forwarded_consumer_gets_a_lookahead_but_its_client_only_its_pre
     assert shell.core.unacked_count == 40
     # The channel closes: what its client held comes back redelivered, what c only
     # buffered comes back as it was, never delivered.
-    consuming.channel_closed(c.broker, "/", "conn-c:2", {"ahead"})
+    c.broker.consuming.channel_closed("/", "conn-c:2", {"ahead"})
     await wait_for(lambda: shell.core.unacked_count == 0 and shell.core.consumer_count == 0,
                    "everything back on a")
     assert await _drain(b, "ahead") == [(body, 5 <= i < 25) for i, body in enumerate(bodies)
@@ -86,13 +85,13 @@ async def test_a_cancelled_forwarded_consumer_gives_back_what_its_client_did_not
     assert all(await asyncio.gather(*(publish(b.broker, "undo", persistent(body))
                                       for body in bodies)))
     sink = RecordingSink("conn-c:3")
-    _, endpoint = await consuming.consume(c.broker, session(c), "undo", sink,
+    _, endpoint = await c.broker.consuming.consume(session(c), "undo", sink,
                                           consumer_tag="t", prefetch_count=16)
     await wait_for(lambda: shell.core.unacked_count == 30 and len(sink.deliveries) == 16,
                    "the lookahead on a, the prefetch at the client")
     await asyncio.sleep(0.05)
     assert len(sink.deliveries) == 16
-    consuming.cancel(c.broker, session(c), "undo", "t")
+    c.broker.consuming.cancel(session(c), "undo", "t")
     await wait_for(lambda: shell.core.consumer_count == 0 and shell.core.message_count == 14,
                    "the buffered fourteen back on a")
     assert shell.core.unacked_count == 16  # the client's stay with its channel
@@ -109,7 +108,7 @@ async def test_a_consumer_the_client_node_no_longer_has_is_dropped_and_its_deliv
     await _queue_on_a(cluster, "stray-1")
     shell = await _queue_on_a(cluster, "stray-2")
     sink = RecordingSink("conn-c:4")
-    await consuming.consume(c.broker, session(c), "stray-1", sink, consumer_tag="live",
+    await c.broker.consuming.consume(session(c), "stray-1", sink, consumer_tag="live",
                             prefetch_count=20)  # c's channel conn-c:4 has credit on a
     # A consumer of that channel on a that c does not know (its consume timed out on c,
     # say): a would deliver to it for ever. c gives the delivery back and a drops it.
@@ -127,13 +126,13 @@ async def test_a_message_that_expires_in_the_client_nodes_buffer_expires_on_the_
     cluster: dict[str, ClusterNode],
 ) -> None:
     a, b, c = cluster["a"], cluster["b"], cluster["c"]
-    await definitions.declare_queue(a.broker, session(a), "short", arguments={
+    await a.broker.definitions.declare_queue(session(a), "short", arguments={
         **CLIENT_LOCAL, "x-message-ttl": 300})
     await wait_for(lambda: all(node.metadata.state.queue("/", "short") is not None
                                for node in cluster.values()), "the queue on every node")
     shell = shell_of(a, "short")
     sink = RecordingSink("conn-c:6")
-    _, endpoint = await consuming.consume(c.broker, session(c), "short", sink,
+    _, endpoint = await c.broker.consuming.consume(session(c), "short", sink,
                                           consumer_tag="slow", prefetch_count=16)
     assert all(await asyncio.gather(*(publish(b.broker, "short", persistent(b"s%d" % i))
                                       for i in range(32))))
@@ -157,12 +156,12 @@ async def test_full_buffers_of_slow_consumers_do_not_starve_another_on_their_cha
                                       for i in range(200))))
     sink = RecordingSink("conn-c:8")  # one channel; its clients never ack
     for tag in ("s1", "s2", "s3"):
-        await consuming.consume(c.broker, session(c), "crowded", sink, consumer_tag=tag,
+        await c.broker.consuming.consume(session(c), "crowded", sink, consumer_tag=tag,
                                 prefetch_count=30)
     # 3 x 30 at the client and 3 x 30 buffered: more than the channel's credit window.
     await wait_for(lambda: shell.core.unacked_count == 180 and len(sink.deliveries) == 90,
                    "every buffer full")
-    await consuming.consume(c.broker, session(c), "crowded", sink, consumer_tag="late",
+    await c.broker.consuming.consume(session(c), "crowded", sink, consumer_tag="late",
                             prefetch_count=20)
     await wait_for(lambda: sum(d[1] == "late" for d in sink.deliveries) == 20,
                    "the late consumer's share")
@@ -180,12 +179,12 @@ async def test_a_channel_closed_during_its_forwarded_consume_leaves_nothing_behi
         answer = asyncio.ensure_future(real_call(node, op, header))
         if op == "q.consume":
             await asyncio.sleep(0)  # the consume is on its way to a...
-            consuming.channel_closed(c.broker, "/", "conn-c:6", {"early-close"})  # ...closed
+            c.broker.consuming.channel_closed("/", "conn-c:6", {"early-close"})  # ...closed
         return await answer
 
     monkeypatch.setattr(registry, "call", close_while_asking)
     first = RecordingSink("conn-c:6")
-    await consuming.consume(c.broker, session(c), "early-close", first, consumer_tag="t1",
+    await c.broker.consuming.consume(session(c), "early-close", first, consumer_tag="t1",
                             prefetch_count=5)
     monkeypatch.undo()
     await wait_for(lambda: shell.core.consumer_count == 0, "a dropping the consumer")
@@ -193,7 +192,7 @@ async def test_a_channel_closed_during_its_forwarded_consume_leaves_nothing_behi
     # The client reopens the channel (pika reuses its number): the new consumer gets
     # a window from a and its messages, as on any fresh channel.
     again = RecordingSink("conn-c:6")
-    await consuming.consume(c.broker, session(c), "early-close", again, consumer_tag="t2",
+    await c.broker.consuming.consume(session(c), "early-close", again, consumer_tag="t2",
                             prefetch_count=5)
     assert await publish(b.broker, "early-close", persistent(b"after"))
     await wait_for(lambda: [d[4].body for d in again.deliveries] == [b"after"],

@@ -10,7 +10,6 @@ import logging
 
 import pytest
 
-from logbroker import consuming, definitions
 from logbroker.cluster.cluster_node import ClusterNode
 from logbroker.cluster.envelope import NOTICE, Envelope, encode_envelope
 from logbroker.cluster.forwarded_message import encode_message
@@ -38,7 +37,7 @@ REPLICATED = {"x-queue-replicas": 3, "x-queue-leader-locator": "client-local"}
 
 async def _replicated_on_a(cluster: dict[str, ClusterNode], name: str) -> None:
     a = cluster["a"]
-    await definitions.declare_queue(a.broker, session(a), name, durable=True,
+    await a.broker.definitions.declare_queue(session(a), name, durable=True,
                                     arguments=REPLICATED)
 
     def in_sync_everywhere() -> bool:
@@ -82,7 +81,7 @@ async def test_a_consume_answered_after_its_channel_closed_leaves_no_consumer_or
     node, which learns of it from the answer, must drop it, or it stays until the link
     breaks (an empty queue never delivers to it, which would also have dropped it)."""
     a, c = cluster["a"], cluster["c"]
-    await definitions.declare_queue(a.broker, session(a), "late-answer",
+    await a.broker.definitions.declare_queue(session(a), "late-answer",
                                     arguments={"x-queue-leader-locator": "client-local"})
     await wait_for(lambda: c.metadata.state.queue("/", "late-answer") is not None,
                    "the queue on c")
@@ -96,10 +95,10 @@ async def test_a_consume_answered_after_its_channel_closed_leaves_no_consumer_or
 
     monkeypatch.setattr(host, "_caught_up", slow_caught_up)
     sink = RecordingSink("conn-c:11")
-    consume = asyncio.ensure_future(consuming.consume(
-        c.broker, session(c), "late-answer", sink, consumer_tag="t", prefetch_count=5))
+    consume = asyncio.ensure_future(c.broker.consuming.consume(
+        session(c), "late-answer", sink, consumer_tag="t", prefetch_count=5))
     await asyncio.sleep(0.02)  # the consume is on its way to a
-    consuming.channel_closed(c.broker, "/", "conn-c:11", {"late-answer"})
+    c.broker.consuming.channel_closed("/", "conn-c:11", {"late-answer"})
     await consume
     await wait_for(lambda: shell.core.consumer_count == 0 and not host._sinks,
                    "the consumer and its sink gone from a", timeout_s=1.0)
@@ -162,12 +161,12 @@ async def test_an_ack_from_before_a_link_flap_never_settles_the_redelivery_to_th
     be lost. Fenced twice: c drops acks of endpoints from before the break, and a counts
     a settle only for deliveries over the link generation it names."""
     a, c = cluster["a"], cluster["c"]
-    await definitions.declare_queue(a.broker, session(a), "flap",
+    await a.broker.definitions.declare_queue(session(a), "flap",
                                     arguments={"x-queue-leader-locator": "client-local"})
     await wait_for(lambda: c.metadata.state.queue("/", "flap") is not None, "the queue on c")
     shell = shell_of(a, "flap")
     first = RecordingSink("conn-c:20")
-    _, before = await consuming.consume(c.broker, session(c), "flap", first,
+    _, before = await c.broker.consuming.consume(session(c), "flap", first,
                                         consumer_tag="first", prefetch_count=1)
     message = persistent(b"once")
     message.routing_key = "flap"
@@ -185,7 +184,7 @@ async def test_an_ack_from_before_a_link_flap_never_settles_the_redelivery_to_th
     await asyncio.sleep(REQUEUE_GRACE_S + 0.05)
     assert shell.core.message_count == 1  # requeued
     second = RecordingSink("conn-c:21")
-    await consuming.consume(c.broker, session(c), "flap", second, consumer_tag="second",
+    await c.broker.consuming.consume(session(c), "flap", second, consumer_tag="second",
                             prefetch_count=1)
     await wait_for(lambda: [(d[2], d[3]) for d in second.deliveries] == [(0, True)],
                    "the redelivery to c's second consumer")
@@ -200,6 +199,6 @@ async def test_an_ack_from_before_a_link_flap_never_settles_the_redelivery_to_th
     await asyncio.sleep(0.1)
     assert shell.core.unacked_of(forwarded_channel_key("c", new_generation, "conn-c:21")) == [0]
     # The second consumer's channel closes without an ack: the message is not lost.
-    consuming.channel_closed(c.broker, "/", "conn-c:21", {"flap"})
+    c.broker.consuming.channel_closed("/", "conn-c:21", {"flap"})
     await wait_for(lambda: shell.core.message_count == 1 and shell.core.unacked_count == 0,
                    "the message ready again on a")

@@ -7,7 +7,6 @@ import asyncio
 
 import pytest
 
-from logbroker import consuming, definitions
 from logbroker.cluster.cluster_node import ClusterNode
 from logbroker.queue.publisher_flow import FlowLimits, PublisherFlow
 from logbroker.queue.queue_shell import QueueShell
@@ -32,14 +31,14 @@ async def _held_queue_on_a(cluster: dict[str, ClusterNode], name: str,
     """Queue `name` led by a, with LIMITS, known on b; with a consumer on a that has no
     credit (`slow_consumer`), so every message stays ready."""
     a, b = cluster["a"], cluster["b"]
-    await definitions.declare_queue(a.broker, session(a), name, arguments=CLIENT_LOCAL)
+    await a.broker.definitions.declare_queue(session(a), name, arguments=CLIENT_LOCAL)
     await wait_for(lambda: b.metadata.state.queue("/", name) is not None, "the queue on b")
     shell = shell_of(a, name)
     shell.flow_gate.flow = PublisherFlow(LIMITS)
     if slow_consumer:
         sink = RecordingSink("conn-a:1")
         sink.credit = lambda: 0  # type: ignore[method-assign]
-        await consuming.consume(a.broker, session(a), name, sink, consumer_tag="slow")
+        await a.broker.consuming.consume(session(a), name, sink, consumer_tag="slow")
     return shell
 
 
@@ -66,7 +65,7 @@ async def test_a_held_queue_holds_publishers_on_other_nodes_until_it_lets_go(
     holds = await _publish_until_held(b, "held", "conn-x")
     assert len(holds) == 1 and not holds[0].done()
     assert shell.flow_gate.flow.holding
-    consuming.channel_closed(a.broker, "/", "conn-a:1", {"held"})  # no consumer: let go
+    a.broker.consuming.channel_closed("/", "conn-a:1", {"held"})  # no consumer: let go
     await asyncio.wait_for(holds[0], 5.0)
     assert not shell.flow_gate.flow.holding
 
@@ -77,7 +76,7 @@ async def test_a_publisher_that_consumes_from_the_queue_is_not_held_from_another
     b = cluster["b"]
     shell = await _held_queue_on_a(cluster, "own", slow_consumer=False)
     # conn-b consumes through b, one unacked at a time, and never acks.
-    await consuming.consume(b.broker, session(b), "own", RecordingSink("conn-b:1"),
+    await b.broker.consuming.consume(session(b), "own", RecordingSink("conn-b:1"),
                             consumer_tag="own", prefetch_count=1)
     await wait_for(lambda: shell.core.consumer_count == 1, "the forwarded consumer on a")
     assert await _publish_until_held(b, "own", "conn-b", rounds=15) == []

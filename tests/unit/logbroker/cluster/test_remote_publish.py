@@ -10,6 +10,7 @@ from typing import Any
 from logbroker.cluster.cluster_rpc import INTERNAL_ERROR
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_message import decode_message
+from logbroker.cluster.forwarding_port import ForwardingPort
 from logbroker.cluster.remote_publish import RemotePublisher
 from logbroker.errors import BrokerError
 from logbroker.message import Message
@@ -38,11 +39,10 @@ def _node(rpc: FakeRpc, lookups: list[str]) -> Any:
         return SimpleNamespace(leader_node=LEADERS[name], replicated=name in EPOCHS,
                                epoch=EPOCHS.get(name, 0))
 
-    return SimpleNamespace(
-        metadata=SimpleNamespace(state=SimpleNamespace(queue=queue)),
-        transport=SimpleNamespace(is_connected=lambda node: node != "c"),  # c is cut off
-        driver=SimpleNamespace(applied_index=42), rpc=rpc,
-        settings=SimpleNamespace(proposal_timeout_s=1.0))
+    state: Any = SimpleNamespace(queue=queue)
+    return ForwardingPort("n1", rpc, lambda: state,
+                          is_connected=lambda node: node != "c",  # c is cut off
+                          applied_index=lambda: 42, request_timeout_s=1.0)
 
 
 async def test_a_batch_goes_to_each_leader_once_in_order_and_confirms_combine() -> None:

@@ -6,7 +6,6 @@ Three nodes in one process, as in test_cluster_nodes.py (whose `cluster` fixture
 
 import pytest
 
-from logbroker import consuming
 from logbroker.cluster.cluster_node import ClusterNode
 from logbroker.cluster.remote_queue import RemoteQueue
 from tests.unit.logbroker.cluster.test_cluster_nodes import cluster as cluster  # the fixture
@@ -27,7 +26,7 @@ async def test_forwarded_acks_are_durable_once_the_in_sync_followers_hold_them(
     b = cluster["b"]
     await replicated_queue_on_a(cluster, "tx")
     assert await publish(b.broker, "tx", persistent(b"one"))
-    got = await consuming.get(b.broker, session(b), "tx", "conn-b:1", no_ack=False)
+    got = await b.broker.consuming.get(session(b), "tx", "conn-b:1", no_ack=False)
     assert got is not None
     offset, endpoint = got[0], got[4]
     assert isinstance(endpoint, RemoteQueue) and endpoint.node == "a"

@@ -14,6 +14,7 @@ from logbroker.metadata.commands import (
     AddClusterNode,
     AddVhost,
     Bind,
+    ClearParameter,
     ClearPermissions,
     Command,
     CommandDecodeError,
@@ -30,6 +31,7 @@ from logbroker.metadata.commands import (
     PutUser,
     RemoveClusterNode,
     SetNodeLiveness,
+    SetParameter,
     SetPermissions,
     SetQueuePlacement,
     Unbind,
@@ -84,6 +86,8 @@ commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(SetQueuePlacement, names, names, names, name_tuples),
     st.builds(CommitProducerBatch, names, names, st.integers(0, 2**63), st.integers(0, 2**63)),
     st.builds(ProducerBatchApplied, names, names, st.integers(0, 2**63)),
+    st.builds(SetParameter, names, names, names, tables),
+    st.builds(ClearParameter, names, names, names),
 )  # fmt: skip
 
 
@@ -116,7 +120,7 @@ def test_every_command_type_is_covered() -> None:
         "DeclareQueue", "DeleteQueue", "PutPolicy", "DeletePolicy", "AddClusterNode",
         "RemoveClusterNode", "SetNodeLiveness", "SetQueuePlacement", "SetQueueInSync",
         "ElectQueueLeader", "CommitProducerBatch", "ProducerBatchApplied",
-        "CommitGroupOffsets", "DeleteConsumerGroup",
+        "CommitGroupOffsets", "DeleteConsumerGroup", "SetParameter", "ClearParameter",
     }  # fmt: skip
 
 

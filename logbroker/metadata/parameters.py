@@ -1,0 +1,76 @@
+"""Runtime parameters: named JSON values per vhost and component, as RabbitMQ keeps them.
+
+RabbitMQ stores its plugins' settings and the vhost limits as runtime
+parameters: `(vhost, component, name) -> value`, set and cleared at runtime,
+replicated with the definitions and exported with them. Here they are metadata
+commands (`SetParameter`, `ClearParameter`), so a cluster agrees on them.
+
+Each component has a validator: a parameter of an unknown component, or a value
+its component refuses, is a 400-class error before anything is recorded. Today:
+`vhost-limits` (name `limits`: `max-connections`, `max-queues`, integers; a
+negative value means no limit, as in RabbitMQ). Federation and shovels register
+theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from logbroker.metadata.errors import MetadataError, precondition_failed
+from logbroker.metadata.reply_codes import NOT_FOUND
+
+__all__ = [
+    "VHOST_LIMITS",
+    "VHOST_LIMIT_KEYS",
+    "limit_value",
+    "register_component",
+    "validate_parameter",
+]
+
+VHOST_LIMITS = "vhost-limits"
+VHOST_LIMITS_NAME = "limits"
+VHOST_LIMIT_KEYS = ("max-connections", "max-queues")
+
+Validator = Callable[[str, Mapping[str, Any]], None]  # (name, value); raises MetadataError
+_VALIDATORS: dict[str, Validator] = {}
+
+
+def register_component(component: str, validator: Validator) -> None:
+    _VALIDATORS[component] = validator
+
+
+def validate_parameter(component: str, name: str, value: Mapping[str, Any]) -> None:
+    validator = _VALIDATORS.get(component)
+    if validator is None:
+        raise MetadataError(NOT_FOUND, f"no runtime parameter component '{component}'")
+    if not name:
+        raise precondition_failed("a parameter needs a name")
+    validator(name, value)
+
+
+def _validate_vhost_limits(name: str, value: Mapping[str, Any]) -> None:
+    if name != VHOST_LIMITS_NAME:
+        raise precondition_failed(f"vhost limits are one parameter named "
+                                  f"'{VHOST_LIMITS_NAME}', not '{name}'")
+    for key, limit in value.items():
+        if key not in VHOST_LIMIT_KEYS:
+            raise precondition_failed(f"unknown vhost limit '{key}' (known: "
+                                      f"{', '.join(VHOST_LIMIT_KEYS)})")
+        if type(limit) is not int:
+            raise precondition_failed(f"vhost limit '{key}' must be an integer, "
+                                      f"not {limit!r}")
+
+
+register_component(VHOST_LIMITS, _validate_vhost_limits)
+
+
+def limit_value(limits: Mapping[str, Any] | None, key: str) -> int | None:
+    """The limit `key` from a vhost's limits parameter; None: no limit (absent or
+    negative). 0 allows nothing, as in RabbitMQ."""
+    if limits is None:
+        return None
+    value = limits.get(key)
+    if type(value) is not int or value < 0:
+        return None
+    return value
