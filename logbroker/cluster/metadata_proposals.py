@@ -149,12 +149,16 @@ class MetadataProposals:
         return self._finish(request, self._no_quorum(view))
 
     def tick(self, view: ProposalView) -> list[ProposalEffect]:
+        """Try again what waited, refuse what ran out of time; ask for the next tick."""
         effects: list[ProposalEffect] = []
         for request, proposal in list(self._proposals.items()):
             if view.now_ms >= proposal.deadline_ms:
                 effects += self._finish(request, self._no_quorum(view))
             elif proposal.phase == "idle" and view.now_ms >= proposal.next_try_ms:
                 effects += self._try(request, view)
+        if self._proposals:
+            effects.append(RetryAt(min(p.next_try_ms if p.phase == "idle" else p.deadline_ms
+                                       for p in self._proposals.values())))
         return effects
 
     def _try(self, request: int, view: ProposalView) -> list[ProposalEffect]:

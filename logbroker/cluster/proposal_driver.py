@@ -5,7 +5,9 @@ same driver; only the ports differ. It hands the core each proposal and
 each port's outcome with a fresh `ProposalView` (the clock, the Raft leader
 known), carries the effects out in order, and calls the proposer's
 callback on `Done`. Invariants: the core is entered one call at a time
-(`SerialCalls`); after `stop`, no callback is called.
+(`SerialCalls`); after `stop`, no callback is called; one timer at a time is
+set, for the earliest `RetryAt` (the core's `tick` asks for the next one), so
+a proposal costs no timer of its own.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class ProposalDriver:
         self._calls = SerialCalls()
         self._callers: dict[int, OnDone] = {}
         self._stopped_with: BrokerError | None = None
+        self._timer_at: int | None = None  # when the one timer set fires
 
     def propose(self, data: bytes, on_done: OnDone) -> None:
         if self._calls.stopped:
@@ -72,6 +75,7 @@ class ProposalDriver:
         self._calls.run(run)
 
     def tick(self) -> None:
+        self._timer_at = None
         self._calls.run(lambda: self._carry_out(self.core.tick(self._view())))
 
     def stop(self, error: BrokerError | None = None) -> None:
@@ -90,6 +94,17 @@ class ProposalDriver:
                 self.core.answered(request, outcome, self._view())))
         return on_outcome
 
+    def _wake_at(self, at_ms: int) -> None:
+        if self._timer_at is None or at_ms < self._timer_at:
+            self._timer_at = at_ms
+            self._ports.call_at(at_ms, self._fired(at_ms))
+
+    def _fired(self, at_ms: int) -> Callable[[], None]:
+        def fire() -> None:
+            if self._timer_at == at_ms:  # else an earlier timer took its place
+                self.tick()
+        return fire
+
     def _view(self) -> ProposalView:
         ports = self._ports
         return ProposalView(self._clock.monotonic_ms(), ports.leader(), ports.leading())
@@ -107,7 +122,7 @@ class ProposalDriver:
             elif isinstance(effect, WaitApplied):
                 ports.wait_applied(effect.index, effect.timeout_ms, self._answer(effect.request))
             elif isinstance(effect, RetryAt):
-                ports.call_at(effect.at_ms, self.tick)
+                self._wake_at(effect.at_ms)
             elif isinstance(effect, Done):
                 caller = self._callers.pop(effect.request, None)
                 if caller is not None:

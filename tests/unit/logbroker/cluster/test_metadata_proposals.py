@@ -52,8 +52,8 @@ def test_without_a_leader_it_tries_again_until_its_timeout() -> None:
     core = MetadataProposals(200, 50)
     _, effects = started(core, view(0, None))
     assert effects == [RetryAt(200), RetryAt(50)]
-    assert core.tick(view(49, None)) == []
-    assert core.tick(view(50, None)) == [RetryAt(100)]
+    assert core.tick(view(49, None)) == [RetryAt(50)]  # the next tick it needs
+    assert core.tick(view(50, None)) == [RetryAt(100), RetryAt(100)]
     [done] = core.tick(view(200, None))
     assert isinstance(done, Done) and done.error is not None
     assert done.error.reply_code == INTERNAL_ERROR
@@ -63,14 +63,15 @@ def test_without_a_leader_it_tries_again_until_its_timeout() -> None:
 def test_a_leader_appearing_while_waiting_takes_the_proposal() -> None:
     core = MetadataProposals(1000, 50)
     request, _ = started(core, view(0, None))
-    assert core.tick(view(50)) == [Forward(request, "leader", DATA, 950)]
+    assert core.tick(view(50)) == [Forward(request, "leader", DATA, 950), RetryAt(1000)]
 
 
 def test_not_the_leader_is_retried_and_a_refusal_is_not() -> None:
     core = MetadataProposals(1000, 50)
     request, _ = started(core, view(0))
     assert core.answered(request, Retry(), view(10)) == [RetryAt(60)]
-    assert core.tick(view(60, "other")) == [Forward(request, "other", DATA, 940)]
+    assert core.tick(view(60, "other")) == [Forward(request, "other", DATA, 940),
+                                            RetryAt(1000)]
     refusal = BrokerError(NOT_FOUND, "no vhost 'v'")
     assert core.answered(request, Failed(refusal), view(70)) == [Done(request, refusal)]
 
@@ -151,3 +152,20 @@ def test_a_stopped_driver_refuses_what_was_in_flight_and_what_comes() -> None:
     driver.stop(stopping)
     driver.propose(DATA, results.append)
     assert results == [stopping, stopping]
+
+
+def test_the_driver_sets_one_timer_for_many_proposals() -> None:
+    clock, ports = ManualClock(0), Ports(leading=False)
+    driver = ProposalDriver(MetadataProposals(1000, 50), ports, clock)
+    results: list[BrokerError | None] = []
+    for _ in range(3):
+        driver.propose(DATA, results.append)
+        clock.advance(10)
+    assert [at for at, _ in ports.timers] == [1000, 50]  # the deadline, then the retry
+    ports.is_leader = True
+    clock.advance(20)  # 50: the first one's retry is due, the others' at 60 and 70
+    ports.timers[1][1]()
+    assert results == [None] and [at for at, _ in ports.timers][2:] == [60]
+    clock.advance(20)
+    ports.timers[2][1]()
+    assert results == [None, None, None]
