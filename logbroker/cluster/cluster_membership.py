@@ -10,6 +10,11 @@ is not the leader forwards the request (`cluster.add_node` /
 `cluster.remove_node`); a leader asked to remove itself hands leadership to
 another voter first, and the request is then retried at the new leader.
 
+Where a request runs (here on the leader, forwarded to it, retried while
+there is none, refused at twice the proposal timeout) is the pure
+`MetadataProposals` core's decision, run by a `ProposalDriver` over
+`MembershipPorts`, as metadata proposals are.
+
 A node started with `--join` sends `cluster.join` to the members it knows
 until one of them answers that it was added.
 
@@ -21,14 +26,18 @@ not the whole cluster node.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from logbroker.cluster.asyncio_ports import LoopTimers, TaskSet
 from logbroker.cluster.cluster_rpc import INTERNAL_ERROR, ClusterRpc
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.liveness import NodeAddress
-from logbroker.cluster.replicated_metadata import ReplicatedMetadata
+from logbroker.cluster.metadata_proposals import Accepted, MetadataProposals, Outcome, Retry
+from logbroker.cluster.proposal_driver import OnOutcome, ProposalDriver
+from logbroker.cluster.replicated_metadata import ReplicatedMetadata, outcome_of
 from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
 from logbroker.metadata.commands import AddClusterNode, RemoveClusterNode
 from replication.raft.driver import RaftDriver
@@ -39,7 +48,7 @@ from segments.clock import SYSTEM_CLOCK, Clock
 
 logger = logging.getLogger(__name__)
 JOIN_RETRY_S = 1.0
-LEADER_WAIT_S = 0.05
+LEADER_WAIT_MS = 50
 
 
 class ClusterMembership:
@@ -55,6 +64,9 @@ class ClusterMembership:
         self._address = address
         self._timeout_s = timeout_s
         self._clock = clock
+        self._requests = ProposalDriver(
+            MetadataProposals(int(timeout_s * 2000), LEADER_WAIT_MS, "membership"),
+            MembershipPorts(raft, rpc, self._here, LoopTimers(clock), TaskSet()), clock)
         rpc.handle("cluster.add_node", self._serve_add)
         rpc.handle("cluster.remove_node", self._serve_remove)
         rpc.handle("cluster.join", self._serve_add)
@@ -97,26 +109,25 @@ class ClusterMembership:
         await self._at_leader("cluster.remove_node", name, "", 0)
 
     async def _at_leader(self, op: str, name: str, host: str, port: int) -> None:
-        clock = self._clock
-        deadline_ms = clock.monotonic_ms() + int(self._timeout_s * 2000)
-        while clock.monotonic_ms() < deadline_ms:
-            driver = self._raft()
-            if driver.is_leader:
-                if op == "cluster.remove_node" and name == self.node_name:
-                    self._hand_over()
-                    await asyncio.sleep(LEADER_WAIT_S * 4)
-                    continue
-                await self._change(op, name, host, port)
-                return
-            leader = driver.leader_id
-            if leader is not None:
-                envelope = Envelope(op, {"name": name, "host": host, "cluster_port": port})
-                await self._rpc.call(leader, envelope,
-                                     max(0.01, (deadline_ms - clock.monotonic_ms()) / 1000))
-                return
-            await asyncio.sleep(LEADER_WAIT_S)
-        raise BrokerError(INTERNAL_ERROR, "membership cannot change now: no Raft leader "
-                          "(a majority of the cluster's nodes must be reachable)")
+        future: asyncio.Future[BrokerError | None] = asyncio.get_running_loop().create_future()
+
+        def done(error: BrokerError | None) -> None:
+            if not future.done():
+                future.set_result(error)
+        self._requests.propose(_encode(op, name, host, port), done)
+        error = await future
+        if error is not None:
+            raise error
+
+    async def _here(self, data: bytes) -> Outcome:
+        """On the leader: make the change, or first hand leadership over (a leader
+        asked to remove itself), after which the request goes to the new leader."""
+        op, name, host, port = _decode(data)
+        if op == "cluster.remove_node" and name == self.node_name:
+            self._hand_over()
+            return Retry()
+        await self._change(op, name, host, port)
+        return Accepted()
 
     def _hand_over(self) -> None:
         driver = self._raft()
@@ -190,3 +201,50 @@ class ClusterMembership:
                 except BrokerError as error:
                     logger.info("joining through %s: %s", seed.name, error.text)
             await asyncio.sleep(JOIN_RETRY_S)
+
+
+def _encode(op: str, name: str, host: str, port: int) -> bytes:
+    return json.dumps([op, name, host, port]).encode()
+
+
+def _decode(data: bytes) -> tuple[str, str, str, int]:
+    op, name, host, port = json.loads(data)
+    return str(op), str(name), str(host), int(port)
+
+
+class MembershipPorts:
+    """The `ProposalDriver`'s ports for membership requests: the Raft driver, the RPC."""
+
+    def __init__(self, raft: Callable[[], RaftDriver], rpc: ClusterRpc,
+                 here: Callable[[bytes], Awaitable[Outcome]], timers: LoopTimers,
+                 tasks: TaskSet) -> None:
+        self._raft = raft
+        self._rpc = rpc
+        self._here = here
+        self._timers = timers
+        self._tasks = tasks
+
+    def leader(self) -> str | None:
+        return self._raft().leader_id
+
+    def leading(self) -> bool:
+        return self._raft().is_leader
+
+    def propose_here(self, data: bytes, timeout_ms: int, on_outcome: OnOutcome) -> None:
+        self._tasks.spawn(outcome_of(self._here(data), on_outcome))
+
+    def forward(self, leader: str, data: bytes, timeout_ms: int,
+                on_outcome: OnOutcome) -> None:
+        self._tasks.spawn(outcome_of(self._forward(leader, data, timeout_ms), on_outcome))
+
+    def wait_applied(self, index: int, timeout_ms: int, on_outcome: OnOutcome) -> None:
+        on_outcome(Accepted())  # the leader answers once the change is made: nothing to wait
+
+    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> None:
+        self._timers.call_at(monotonic_ms, action)
+
+    async def _forward(self, leader: str, data: bytes, timeout_ms: int) -> Outcome:
+        op, name, host, port = _decode(data)
+        await self._rpc.call(leader, Envelope(op, {"name": name, "host": host,
+                                                   "cluster_port": port}), timeout_ms / 1000)
+        return Accepted()

@@ -1,7 +1,8 @@
 """`MetadataProposals`: the proposing node's side of a metadata change (a pure core).
 
 Theory of operation. A command (already checked against this node's state,
-and encoded) must take effect cluster-wide. On the Raft leader it is
+and encoded) must take effect cluster-wide. (Membership changes, which only
+the leader makes too, go the same way: `subject` names what is changing.) On the Raft leader it is
 proposed there (`ProposeHere`); on any other node it is forwarded to the
 leader (`Forward`, `metadata.propose`), which answers with the index it was
 applied at once it took effect, and this node then waits until it applied
@@ -115,9 +116,11 @@ class _Proposal:
 
 
 class MetadataProposals:
-    def __init__(self, timeout_ms: int = TIMEOUT_MS, retry_ms: int = RETRY_MS) -> None:
+    def __init__(self, timeout_ms: int = TIMEOUT_MS, retry_ms: int = RETRY_MS,
+                 subject: str = "definitions") -> None:
         self._timeout_ms = timeout_ms
         self._retry_ms = retry_ms
+        self._subject = subject  # what cannot change without a leader, for the refusal
         self._proposals: dict[int, _Proposal] = {}
         self._last_request = 0
 
@@ -191,5 +194,5 @@ class MetadataProposals:
         leader = view.leader
         where = f"the Raft leader {leader} did not commit it" if leader else "no Raft leader"
         return BrokerError(INTERNAL_ERROR, (
-            f"definitions cannot change now: {where} within {self._timeout_ms / 1000:g} s "
+            f"{self._subject} cannot change now: {where} within {self._timeout_ms / 1000:g} s "
             "(a majority of the cluster's nodes must be reachable)"))

@@ -158,14 +158,14 @@ class RaftProposalPorts:
         return driver is not None and driver.is_leader
 
     def propose_here(self, data: bytes, timeout_ms: int, on_outcome: OnOutcome) -> None:
-        self._tasks.spawn(_outcome_of(self._here(data, timeout_ms), on_outcome))
+        self._tasks.spawn(outcome_of(self._here(data, timeout_ms), on_outcome))
 
     def forward(self, leader: str, data: bytes, timeout_ms: int,
                 on_outcome: OnOutcome) -> None:
-        self._tasks.spawn(_outcome_of(self._forward(leader, data, timeout_ms), on_outcome))
+        self._tasks.spawn(outcome_of(self._forward(leader, data, timeout_ms), on_outcome))
 
     def wait_applied(self, index: int, timeout_ms: int, on_outcome: OnOutcome) -> None:
-        self._tasks.spawn(_outcome_of(self._wait(index, timeout_ms), on_outcome))
+        self._tasks.spawn(outcome_of(self._wait(index, timeout_ms), on_outcome))
 
     def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> None:
         self._timers.call_at(monotonic_ms, action)
@@ -189,7 +189,8 @@ class RaftProposalPorts:
         return Accepted()
 
 
-async def _outcome_of(work: Awaitable[Outcome], on_outcome: OnOutcome) -> None:
+async def outcome_of(work: Awaitable[Outcome], on_outcome: OnOutcome) -> None:
+    """Run one attempt; what it returned or raised is its outcome."""
     outcome: Outcome
     try:
         outcome = await work

@@ -10,7 +10,7 @@ from logbroker.cluster.cluster_rpc import PeerUnavailable
 from logbroker.cluster.controller_ports import RpcStatusAsker, TaskProposer
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.metadata_proposals import Accepted, Failed, Outcome, Retry, TimedOut
-from logbroker.cluster.replicated_metadata import _outcome_of
+from logbroker.cluster.replicated_metadata import outcome_of
 from logbroker.errors import NOT_FOUND, BrokerError
 from logbroker.metadata import AddVhost, Command
 from replication.queue.failover import ReplicaStatus
@@ -108,7 +108,7 @@ async def test_what_a_proposal_attempt_raised_is_its_outcome(raised: Exception,
 
     async def attempt() -> Outcome:
         raise raised
-    await _outcome_of(attempt(), outcomes.append)
+    await outcome_of(attempt(), outcomes.append)
     assert outcomes == [expected]
 
 
@@ -123,5 +123,5 @@ async def test_a_refused_proposal_keeps_its_error_and_a_success_its_index() -> N
         return Accepted(4)
     attempts: list[Awaitable[Outcome]] = [refused(), accepted()]
     for attempt in attempts:
-        await _outcome_of(attempt, outcomes.append)
+        await outcome_of(attempt, outcomes.append)
     assert outcomes == [Failed(refusal), Accepted(4)]
