@@ -10,54 +10,75 @@ is not the leader forwards the request (`cluster.add_node` /
 `cluster.remove_node`); a leader asked to remove itself hands leadership to
 another voter first, and the request is then retried at the new leader.
 
+Where a request runs (here on the leader, forwarded to it, retried while
+there is none, refused at twice the proposal timeout) is the pure
+`MetadataProposals` core's decision, run by a `ProposalDriver` over
+`MembershipPorts`, as metadata proposals are.
+
 A node started with `--join` sends `cluster.join` to the members it knows
 until one of them answers that it was added.
+
+It works through narrow ports (the RPC, the metadata, the Raft driver, the
+transport's connected peers, this node's address, the injected `Clock`),
+not the whole cluster node.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
-from logbroker.cluster.cluster_rpc import INTERNAL_ERROR
+from logbroker.cluster.asyncio_ports import LoopTimers, TaskSet
+from logbroker.cluster.cluster_rpc import INTERNAL_ERROR, ClusterRpc
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.liveness import NodeAddress
+from logbroker.cluster.metadata_proposals import Accepted, MetadataProposals, Outcome, Retry
+from logbroker.cluster.proposal_driver import OnOutcome, ProposalDriver
+from logbroker.cluster.replicated_metadata import ReplicatedMetadata, outcome_of
 from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
 from logbroker.metadata.commands import AddClusterNode, RemoveClusterNode
+from replication.raft.driver import RaftDriver
 from replication.raft.errors import RaftError
 from replication.raft.membership import Membership, desired_roles, next_change
 from replication.transport import PeerAddress
-
-if TYPE_CHECKING:
-    from logbroker.cluster.cluster_node import ClusterNode
+from segments.clock import SYSTEM_CLOCK, Clock
 
 logger = logging.getLogger(__name__)
 JOIN_RETRY_S = 1.0
-LEADER_WAIT_S = 0.05
+LEADER_WAIT_MS = 50
 
 
 class ClusterMembership:
-    def __init__(self, node: ClusterNode) -> None:
-        self._node = node
-        node.rpc.handle("cluster.add_node", self._serve_add)
-        node.rpc.handle("cluster.remove_node", self._serve_remove)
-        node.rpc.handle("cluster.join", self._serve_add)
-
-    @property
-    def node_name(self) -> str:
-        return self._node.node_name
+    def __init__(self, node_name: str, rpc: ClusterRpc, metadata: ReplicatedMetadata,
+                 raft: Callable[[], RaftDriver], connected_peers: Callable[[], frozenset[str]],
+                 address: Callable[[], NodeAddress], timeout_s: float,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self.node_name = node_name
+        self._rpc = rpc
+        self._metadata = metadata
+        self._raft = raft
+        self._connected_peers = connected_peers
+        self._address = address
+        self._timeout_s = timeout_s
+        self._clock = clock
+        self._requests = ProposalDriver(
+            MetadataProposals(int(timeout_s * 2000), LEADER_WAIT_MS, "membership"),
+            MembershipPorts(raft, rpc, self._here, LoopTimers(clock), TaskSet()), clock)
+        rpc.handle("cluster.add_node", self._serve_add)
+        rpc.handle("cluster.remove_node", self._serve_remove)
+        rpc.handle("cluster.join", self._serve_add)
 
     # ------------------------------------------------------------- status
 
     def status(self) -> dict[str, Any]:
-        node = self._node
-        driver = node.driver
+        driver = self._raft()
         membership = driver.membership
-        state = node.metadata.state
+        state = self._metadata.state
         leaders = state.queue_leader_counts()
-        connected = node.transport.connected_peers()
+        connected = self._connected_peers()
         nodes = []
         for record in state.cluster_nodes():
             role = ("voter" if record.name in membership.voters
@@ -66,12 +87,12 @@ class ClusterMembership:
                 "name": record.name, "host": record.host, "cluster_port": record.cluster_port,
                 "amqp_port": record.amqp_port, "http_port": record.http_port, "role": role,
                 "status": "up" if record.up else "down", "since_ms": record.since_ms,
-                "connected": record.name == node.node_name or record.name in connected,
+                "connected": record.name == self.node_name or record.name in connected,
                 "queue_leaders": leaders.get(record.name, 0),
             })
         return {
             "cluster_name": "logbroker",
-            "node": node.node_name, "leader": driver.leader_id, "term": driver.term,
+            "node": self.node_name, "leader": driver.leader_id, "term": driver.term,
             "commit_index": driver.commit_index, "applied_index": driver.applied_index,
             "nodes": nodes,
         }
@@ -82,34 +103,34 @@ class ClusterMembership:
         await self._at_leader("cluster.add_node", name, host, cluster_port)
 
     async def remove_node(self, name: str) -> None:
-        if name not in self._node.driver.membership.nodes and \
-                self._node.metadata.state.cluster_node(name) is None:
+        if name not in self._raft().membership.nodes and \
+                self._metadata.state.cluster_node(name) is None:
             raise BrokerError(NOT_FOUND, f"no cluster node '{name}'")
         await self._at_leader("cluster.remove_node", name, "", 0)
 
     async def _at_leader(self, op: str, name: str, host: str, port: int) -> None:
-        node = self._node
-        deadline = time.monotonic() + node.settings.proposal_timeout_s * 2
-        while time.monotonic() < deadline:
-            driver = node.driver
-            if driver.is_leader:
-                if op == "cluster.remove_node" and name == node.node_name:
-                    self._hand_over()
-                    await asyncio.sleep(LEADER_WAIT_S * 4)
-                    continue
-                await self._change(op, name, host, port)
-                return
-            leader = driver.leader_id
-            if leader is not None:
-                envelope = Envelope(op, {"name": name, "host": host, "cluster_port": port})
-                await node.rpc.call(leader, envelope, max(0.01, deadline - time.monotonic()))
-                return
-            await asyncio.sleep(LEADER_WAIT_S)
-        raise BrokerError(INTERNAL_ERROR, "membership cannot change now: no Raft leader "
-                          "(a majority of the cluster's nodes must be reachable)")
+        future: asyncio.Future[BrokerError | None] = asyncio.get_running_loop().create_future()
+
+        def done(error: BrokerError | None) -> None:
+            if not future.done():
+                future.set_result(error)
+        self._requests.propose(_encode(op, name, host, port), done)
+        error = await future
+        if error is not None:
+            raise error
+
+    async def _here(self, data: bytes) -> Outcome:
+        """On the leader: make the change, or first hand leadership over (a leader
+        asked to remove itself), after which the request goes to the new leader."""
+        op, name, host, port = _decode(data)
+        if op == "cluster.remove_node" and name == self.node_name:
+            self._hand_over()
+            return Retry()
+        await self._change(op, name, host, port)
+        return Accepted()
 
     def _hand_over(self) -> None:
-        driver = self._node.driver
+        driver = self._raft()
         others = sorted(driver.membership.voters - {self.node_name})
         if not others:
             raise BrokerError(PRECONDITION_FAILED, "the last voter cannot leave the cluster")
@@ -118,7 +139,7 @@ class ClusterMembership:
     async def _serve_add(self, peer: str, envelope: Envelope) -> Envelope:
         header = envelope.header
         name, host, port = str(header["name"]), str(header["host"]), int(header["cluster_port"])
-        if envelope.op == "cluster.join" or not self._node.driver.is_leader:
+        if envelope.op == "cluster.join" or not self._raft().is_leader:
             await self.add_node(name, host, port)
         else:
             await self._change("cluster.add_node", name, host, port)
@@ -129,19 +150,19 @@ class ClusterMembership:
         return Envelope("ok")
 
     async def _change(self, op: str, name: str, host: str, port: int) -> None:
-        node = self._node
-        driver = node.driver
-        timeout_s = node.settings.proposal_timeout_s
+        metadata = self._metadata
+        driver = self._raft()
+        timeout_s = self._timeout_s
         if op == "cluster.add_node":
-            record = node.metadata.state.cluster_node(name)
+            record = metadata.state.cluster_node(name)
             if record is not None and (record.host, record.cluster_port) != (host, port) \
                     and record.up:
                 raise BrokerError(PRECONDITION_FAILED,
                                   f"node '{name}' is already a member at "
                                   f"{record.host}:{record.cluster_port}")
-            await node.metadata.propose(AddClusterNode(
+            await metadata.propose(AddClusterNode(
                 name, host, port, record.amqp_port if record else 0,
-                record.http_port if record else 0, int(time.time() * 1000)))
+                record.http_port if record else 0, self._clock.wall_ms()))
             wanted = [*sorted(driver.membership.nodes), name]
         else:
             wanted = [n for n in sorted(driver.membership.nodes) if n != name]
@@ -149,12 +170,12 @@ class ClusterMembership:
             await self._reach(wanted, timeout_s)
         except RaftError as error:
             raise BrokerError(INTERNAL_ERROR, f"membership change failed: {error}") from None
-        if op == "cluster.remove_node" and node.metadata.state.cluster_node(name) is not None:
-            await node.metadata.propose(RemoveClusterNode(name))
+        if op == "cluster.remove_node" and metadata.state.cluster_node(name) is not None:
+            await metadata.propose(RemoveClusterNode(name))
         logger.info("cluster membership is now %s", driver.membership)
 
     async def _reach(self, wanted: Sequence[str], timeout_s: float) -> None:
-        driver = self._node.driver
+        driver = self._raft()
         for _ in range(2 * len(wanted) + 10):  # each step moves one node; bounded
             current: Membership = driver.membership
             change = next_change(current, desired_roles(wanted, current))
@@ -167,17 +188,63 @@ class ClusterMembership:
 
     async def join_through(self, seeds: Sequence[PeerAddress]) -> None:
         """Ask the known members to add this node until it is in the membership."""
-        node = self._node
-        address = node.address()
-        while self.node_name not in node.driver.membership.nodes:
+        address = self._address()
+        while self.node_name not in self._raft().membership.nodes:
             for seed in seeds:
                 envelope = Envelope("cluster.join", {
                     "name": self.node_name, "host": address.host,
                     "cluster_port": address.cluster_port})
                 try:
-                    await node.rpc.call(seed.name, envelope, node.settings.proposal_timeout_s)
+                    await self._rpc.call(seed.name, envelope, self._timeout_s)
                     logger.info("joined the cluster through %s", seed.name)
                     return
                 except BrokerError as error:
                     logger.info("joining through %s: %s", seed.name, error.text)
             await asyncio.sleep(JOIN_RETRY_S)
+
+
+def _encode(op: str, name: str, host: str, port: int) -> bytes:
+    return json.dumps([op, name, host, port]).encode()
+
+
+def _decode(data: bytes) -> tuple[str, str, str, int]:
+    op, name, host, port = json.loads(data)
+    return str(op), str(name), str(host), int(port)
+
+
+class MembershipPorts:
+    """The `ProposalDriver`'s ports for membership requests: the Raft driver, the RPC."""
+
+    def __init__(self, raft: Callable[[], RaftDriver], rpc: ClusterRpc,
+                 here: Callable[[bytes], Awaitable[Outcome]], timers: LoopTimers,
+                 tasks: TaskSet) -> None:
+        self._raft = raft
+        self._rpc = rpc
+        self._here = here
+        self._timers = timers
+        self._tasks = tasks
+
+    def leader(self) -> str | None:
+        return self._raft().leader_id
+
+    def leading(self) -> bool:
+        return self._raft().is_leader
+
+    def propose_here(self, data: bytes, timeout_ms: int, on_outcome: OnOutcome) -> None:
+        self._tasks.spawn(outcome_of(self._here(data), on_outcome))
+
+    def forward(self, leader: str, data: bytes, timeout_ms: int,
+                on_outcome: OnOutcome) -> None:
+        self._tasks.spawn(outcome_of(self._forward(leader, data, timeout_ms), on_outcome))
+
+    def wait_applied(self, index: int, timeout_ms: int, on_outcome: OnOutcome) -> None:
+        on_outcome(Accepted())  # the leader answers once the change is made: nothing to wait
+
+    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> None:
+        self._timers.call_at(monotonic_ms, action)
+
+    async def _forward(self, leader: str, data: bytes, timeout_ms: int) -> Outcome:
+        op, name, host, port = _decode(data)
+        await self._rpc.call(leader, Envelope(op, {"name": name, "host": host,
+                                                   "cluster_port": port}), timeout_ms / 1000)
+        return Accepted()

@@ -7,11 +7,16 @@ and notices over it, a `RaftDriver` whose state machine is the
 through Raft and whose queue shells follow the committed metadata
 (`Broker.react` on every applied command, `Broker.reconcile` after a snapshot).
 
-The Raft leader is the controller: every node sends it a heartbeat with its
-addresses every `heartbeat_ms`; the controller turns what it hears into
-`AddClusterNode` / `SetNodeLiveness` commands (`LivenessTracker`). A new
-leader also bootstraps an empty metadata (the default vhost and user), once:
-the commands refuse to apply twice.
+The Raft leader is the controller. What it decides (node liveness, failover
+elections, replica moves, the bootstrap of an empty metadata) and every
+node's heartbeat to it are the pure `Controller` core (controller.py), run by
+a `ControllerDriver` over asyncio ports (controller_ports.py): this node only
+feeds it heartbeats heard, links lost and restored, leadership taken, and a
+beat every `heartbeat_ms`. Metadata proposals are `ReplicatedMetadata`'s
+(its `MetadataProposals` core). Two more rules are pure objects this node
+asks on every beat: `Isolation` (the queues led here stop taking writes while
+the Raft leader is silent for the session timeout) and `ReadIndex` (whether
+the applied metadata is current, from the leader's commit index).
 
 Leader lease (`LeaderLease`, leader_lease.py): the replicated queues led here
 deliver only while this node has heard the Raft leader (or, as the Raft
@@ -31,29 +36,40 @@ import contextlib
 import logging
 import os
 import random
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig
+from logbroker.cluster.asyncio_ports import LoopTimers, TaskSet
 from logbroker.cluster.cluster_membership import ClusterMembership
 from logbroker.cluster.cluster_rpc import INTERNAL_ERROR, ClusterRpc
 from logbroker.cluster.cluster_settings import ClusterSettings
+from logbroker.cluster.controller import Controller, ControllerConfig
+from logbroker.cluster.controller_driver import ControllerDriver
+from logbroker.cluster.controller_ports import (
+    AsyncioControllerPorts,
+    RaftMetadataView,
+    RpcHeartbeats,
+    RpcStatusAsker,
+    TaskHandovers,
+    TaskProposer,
+)
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarding_port import ForwardingPort
+from logbroker.cluster.isolation import Isolation
 from logbroker.cluster.leader_lease import LeaderLease, quorum_heard_ms
-from logbroker.cluster.liveness import LivenessTracker, NodeAddress
+from logbroker.cluster.liveness import NodeAddress
 from logbroker.cluster.queue_failover import QueueFailover
 from logbroker.cluster.queue_followers import QueueFollowers
 from logbroker.cluster.queue_handover import QueueHandover
 from logbroker.cluster.queue_host import QueueHost
+from logbroker.cluster.read_index import AskReadIndex, RaftPosition, ReadIndex
 from logbroker.cluster.remote_queue import RemoteQueueRegistry
 from logbroker.cluster.replica_feed import ReplicaFeed
-from logbroker.cluster.replica_mover import ReplicaMover
 from logbroker.cluster.replicated_metadata import ReplicatedMetadata
 from logbroker.errors import PRECONDITION_FAILED, BrokerError
-from logbroker.metadata import Applied, Command
+from logbroker.metadata import Applied
 from logbroker.metadata.events import (
     ClusterNodeAdded,
     ClusterNodeRemoved,
@@ -68,43 +84,36 @@ from replication.raft.messages import Message
 from replication.raft.ready import Role, SoftState
 from replication.raft.wire import WireDecodeError, decode_message, encode_message
 from replication.transport import ClusterTransport, FrameTooLargeError, PeerAddress
+from segments.clock import SYSTEM_CLOCK, Clock
 from segments.filesystem import FileSystem, RealFileSystem
 
 logger = logging.getLogger(__name__)
 _PEER_EVENTS = (ClusterNodeAdded, ClusterNodeUpdated, ClusterNodeRemoved)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _monotonic_ms() -> int:
-    """For the leader lease: a monotonic clock keeps counting while the process is
-    stopped, which is what a lease must see."""
-    return int(time.monotonic() * 1000)
-
-
 class ClusterNode:
     def __init__(self, settings: ClusterSettings, config: BrokerConfig,
-                 fs: FileSystem | None = None, rng: random.Random | None = None) -> None:
+                 fs: FileSystem | None = None, rng: random.Random | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
+        self.clock = clock
         self.config = config
         self.fs = fs or RealFileSystem()
         self.rng = rng or random.Random()
         self.rpc = ClusterRpc(self._send_frame, self._on_raft)
         self.metadata = ReplicatedMetadata(settings.node_name, self.rpc,
-                                           settings.proposal_timeout_s)
-        self.liveness = LivenessTracker(settings.node_name, settings.session_timeout_ms,
-                                        settings.link_grace_ms)
+                                           settings.proposal_timeout_s, clock)
         self.transport = ClusterTransport(
             settings.node_name, settings.secret, host=settings.bind_host,
             port=settings.cluster_port, on_frame=self.rpc.on_frame,
             on_peer_change=self._peer_changed, rng=self.rng, tls=settings.link_tls)
         self._driver: RaftDriver | None = None
         self._broker: Broker | None = None
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self.tasks = TaskSet()
         self._heartbeat: asyncio.Future[None] | None = None
-        self.membership = ClusterMembership(self)
+        self.membership = ClusterMembership(
+            settings.node_name, self.rpc, self.metadata, lambda: self.driver,
+            self.transport.connected_peers, self.address, settings.proposal_timeout_s, clock)
         self.remote_queues = RemoteQueueRegistry(ForwardingPort(
             settings.node_name, self.rpc, lambda: self.metadata.state,
             self.transport.is_connected, lambda: self.driver.applied_index,
@@ -116,24 +125,43 @@ class ClusterNode:
         self.feed = ReplicaFeed(
             settings.node_name, self.rpc, lambda: self.broker, self.metadata.propose,
             self.followers.copy_status, lambda: self.started_ms)
-        self.failover = QueueFailover(self)
         self.handover = QueueHandover(self)
-        self.mover = ReplicaMover(self)
-        self.started_ms = _now_ms()  # the failover rule prefers the longest running node
-        self._controller_heard_ms = _now_ms()
-        # The leader's commit index as it answered us since the last leader change (Raft's
-        # read index): this node's metadata is current once it has applied that much.
-        self._confirmed_commit: int | None = None
-        self._confirming = False
-        self.lease = LeaderLease(settings.lease_ms, _monotonic_ms())
+        self._timers = LoopTimers(clock)
+        self.controller = self._build_controller()
+        self.started_ms = clock.wall_ms()  # the failover rule prefers the longest running node
+        # Monotonic: a process that was stopped must see the silence it slept through.
+        self.isolation = Isolation(settings.session_timeout_ms, clock.monotonic_ms())
+        # Raft's read index: this node's metadata is current once it has applied as much
+        # as the leader said it committed.
+        self.read_index = ReadIndex()
+        self.lease = LeaderLease(settings.lease_ms, clock.monotonic_ms())
         self._voter_heard: dict[str, int] = {}  # as Raft leader: when each voter was heard
         self._regaining = False
         self.rpc.on_notice("cluster.heartbeat", self._heard)
         self.rpc.handle("metadata.read_index", self._read_index)
 
+    def _build_controller(self) -> ControllerDriver:
+        settings = self.settings
+        core = Controller(ControllerConfig(
+            settings.node_name, settings.session_timeout_ms, settings.link_grace_ms,
+            bootstrap=lambda: self.broker.bootstrap_commands()))
+        ports = AsyncioControllerPorts(
+            RaftMetadataView(self.metadata), TaskProposer(self.metadata.propose, self.tasks),
+            RpcStatusAsker(settings.node_name, self.rpc.call,
+                           lambda vhost, name: self.feed.replica_status(vhost, name),
+                           self.tasks),
+            TaskHandovers(self.handover.sync, self.handover.transfer, self.tasks),
+            RpcHeartbeats(self.rpc), self._timers)
+        return ControllerDriver(core, ports, self.clock)
+
     @property
     def node_name(self) -> str:
         return self.settings.node_name
+
+    @property
+    def failover(self) -> QueueFailover:
+        """The controller's elections (their counts are in the cluster's status)."""
+        return self.controller.core.failover
 
     @property
     def driver(self) -> RaftDriver:
@@ -188,10 +216,9 @@ class ClusterNode:
                 logger.warning("shutdown handover incomplete: %s", error)
         if self._heartbeat is not None:
             self._heartbeat.cancel()
-        for task in list(self._tasks):
-            task.cancel()
-        await self.failover.stop()
-        await self.mover.stop()
+        self.controller.stop()
+        self._timers.cancel_all()
+        await self.tasks.cancel_all()
         await self.feed.stop()
         await self.rpc.close()
         if self._broker is not None:
@@ -199,19 +226,13 @@ class ClusterNode:
                 await self._broker.roles.settle()
             await self.followers.stop_all()
             await self._broker.close()
+        await self.metadata.stop()
         if self._driver is not None:
             await self._driver.stop()
         await self.transport.stop()
 
     def _spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.warning("cluster task failed: %s", task.exception())
+        self.tasks.spawn(work)
 
     # ------------------------------------------------------------ the wire
 
@@ -236,18 +257,15 @@ class ClusterNode:
             return
         if self._driver is not None:
             if message.source == self._driver.leader_id:
-                self._controller_heard_ms = _now_ms()
+                self.isolation.heard(self.clock.monotonic_ms())
             self._driver.step(message)
             self._lease_heard(message)
 
     def _peer_changed(self, peer: str, connected: bool) -> None:
         if connected:
-            self.liveness.link_restored(peer)
+            self.controller.link_restored(peer)
             return
-        self.liveness.link_lost(peer, _now_ms())
-        # Decide as soon as the grace period is over, not at the next beat.
-        asyncio.get_running_loop().call_later(
-            self.settings.link_grace_ms / 1000 + 0.02, self._check_liveness)
+        self.controller.link_lost(peer)
         self.rpc.peer_down(peer)
         self.remote_queues.peer_down(peer)
         self.queue_host.peer_down(peer)
@@ -271,17 +289,17 @@ class ClusterNode:
                 gate.leader.follower_down(node)
 
     def _metadata_current(self) -> bool:
-        """Whether this node's applied metadata is as new as the cluster's: it has heard
-        a leader (or is one) and applied everything it knows committed."""
+        """Whether this node's applied metadata is as new as the cluster's (`ReadIndex`)."""
+        position = self._raft_position()
+        return position is not None and self.read_index.current(position)
+
+    def _raft_position(self) -> RaftPosition | None:
         driver = self._driver
-        if driver is None or driver.leader_id is None:
-            return False
-        applied = max(driver.applied_index, self.metadata.applying_index)
-        if driver.is_leader:
-            return driver.committed_own_term and applied >= driver.commit_index
-        # A follower's own commit index may be far behind the leader's (a restart): only
-        # what the leader said counts.
-        return self._confirmed_commit is not None and applied >= self._confirmed_commit
+        if driver is None:
+            return None
+        return RaftPosition(driver.leader_id, driver.is_leader, driver.committed_own_term,
+                            driver.commit_index,
+                            max(driver.applied_index, self.metadata.applying_index))
 
     async def _read_index(self, peer: str, envelope: Envelope) -> Envelope:
         driver = self.driver
@@ -291,27 +309,22 @@ class ClusterNode:
         return Envelope("ok", {"commit": driver.commit_index})
 
     def _ask_read_index(self) -> None:
-        driver = self._driver
-        if (driver is not None and self._confirmed_commit is None and not self._confirming
-                and not driver.is_leader and driver.leader_id is not None):
-            self._confirming = True
-            self._spawn(self._confirm_commit())
+        position = self._raft_position()
+        question = self.read_index.want(position) if position is not None else None
+        if question is not None:
+            self._spawn(self._confirm_commit(question))
 
-    async def _confirm_commit(self) -> None:
-        driver = self.driver
-        leader = driver.leader_id
+    async def _confirm_commit(self, question: AskReadIndex) -> None:
+        commit: int | None = None
         try:
-            if leader is None or driver.is_leader:
-                return
-            answer = await self.rpc.call(leader, Envelope("metadata.read_index"), 2.0)
-            if driver.leader_id == leader:
-                self._confirmed_commit = int(answer.header["commit"])
-                if self.broker.roles is not None:
-                    self.broker.roles.catch_up()
+            answer = await self.rpc.call(question.leader, Envelope("metadata.read_index"), 2.0)
+            commit = int(answer.header["commit"])
         except BrokerError:
             pass  # asked again on the next beat
         finally:
-            self._confirming = False
+            if self.read_index.answered(question.request, self.driver.leader_id, commit) \
+                    and self.broker.roles is not None:
+                self.broker.roles.catch_up()
 
     def _applied(self, applied: Applied) -> None:
         self.broker.react(applied)
@@ -364,51 +377,36 @@ class ClusterNode:
                            settings.amqp_port, settings.http_port)
 
     def _role_changed(self, soft: SoftState) -> None:
-        self._controller_heard_ms = _now_ms()  # a new term: count the silence from now
+        self.isolation.heard(self.clock.monotonic_ms())  # a new term: from now
         self._voter_heard.clear()  # what voters said in an earlier term proves nothing now
-        self._confirmed_commit = None  # ask the new leader, at once
+        self.read_index.leader_changed()  # ask the new leader, at once
         self._ask_read_index()
         if soft.role is not Role.LEADER:
             return
         logger.info("cluster node %s is now the Raft leader (the controller)", self.node_name)
         connected = self.transport.connected_peers()
-        self.liveness.took_over(self.driver.membership.nodes, _now_ms(),
-                                [n for n in self.driver.membership.nodes if n not in connected])
-        if self.metadata.state.vhost("/") is None and not self.metadata.state.users():
-            self._spawn(self._propose_all(self.broker.bootstrap_commands()))
-
-    async def _propose_all(self, commands: list[Command]) -> None:
-        for command in commands:
-            try:
-                await self.metadata.propose(command)
-            except BrokerError as error:
-                logger.info("not applied: %s (%s)", command, error.reply_text)
+        self.controller.took_over(frozenset(
+            n for n in self.driver.membership.nodes if n not in connected))
 
     def _check_isolation(self) -> None:
         """Refuse publishes and acks on the replicated queues led here while the
         controller has not been heard for the session timeout (it may have moved
         them); carry on when it is heard again."""
-        driver = self.driver
-        lost = not driver.is_leader and (
-            _now_ms() - self._controller_heard_ms > self.settings.session_timeout_ms)
-        for shell in self.broker.all_queues():
-            gate = shell.replication
-            if gate is None:
-                continue
-            if lost and gate.isolated is None:
+        gates = [(shell.name, shell.replication) for shell in self.broker.all_queues()
+                 if shell.replication is not None]
+        changes = self.isolation.check(gates, self.clock.monotonic_ms(), self.driver.is_leader)
+        for name, isolated in changes:
+            if isolated:
                 logger.warning("queue %r: no word from the controller for %d ms; refusing "
-                               "publishes and acks until it is heard again", shell.name,
+                               "publishes and acks until it is heard again", name,
                                self.settings.session_timeout_ms)
-                gate.isolate("the queue's leader node has lost the cluster's controller")
-            elif not lost and gate.isolated is not None:
-                gate.rejoin()
 
     # ---------------------------------------------------------- leader lease
 
     def _lease_heard(self, message: Message) -> None:
         """A Raft message was stepped: renew the lease if it came from the authority."""
         driver = self.driver
-        now = _monotonic_ms()
+        now = self.clock.monotonic_ms()
         if driver.is_leader:
             # Only answers in the leader's own term count: a newer term has demoted us.
             if message.term == driver.term and message.source in driver.membership.voters:
@@ -426,7 +424,7 @@ class ClusterNode:
 
     def _lease_valid(self) -> bool:
         lease = self.lease
-        now = _monotonic_ms()
+        now = self.clock.monotonic_ms()
         driver = self._driver
         if driver is not None and driver.is_leader:
             voters = sorted(driver.membership.voters | {self.node_name})
@@ -459,7 +457,7 @@ class ClusterNode:
                     await asyncio.sleep(self.settings.raft_tick_s)
                     self._lease_valid()  # the Raft leader's quorum check
                     continue
-                started = _monotonic_ms()
+                started = self.clock.monotonic_ms()
                 try:
                     answer = await self.rpc.call(leader, Envelope("metadata.read_index"),
                                                  self.settings.lease_ms / 1000)
@@ -469,7 +467,7 @@ class ClusterNode:
                     await asyncio.sleep(self.settings.raft_tick_s)
                     continue
                 if driver.leader_id == leader and self.lease.restore_proven_by(started):
-                    self._lease_restored(_monotonic_ms())
+                    self._lease_restored(self.clock.monotonic_ms())
         finally:
             self._regaining = False
 
@@ -480,28 +478,11 @@ class ClusterNode:
             if shell.capabilities().replicated:
                 shell.schedule_pump()  # what waited for the lease
 
-    def _check_liveness(self) -> None:
-        """As controller: record nodes that went down or came back, and move the queues
-        led by down nodes."""
-        driver = self._driver
-        if driver is None or not driver.is_leader:
-            return
-        commands = self.liveness.decide(driver.membership.nodes,
-                                        self.metadata.state.cluster_nodes(), _now_ms())
-        if commands:
-            self._spawn(self._propose_then_fail_over(commands))
-        self.failover.scan()
-        self.mover.scan()
-
-    async def _propose_then_fail_over(self, commands: list[Command]) -> None:
-        await self._propose_all(commands)
-        self.failover.scan()
-
     def _heard(self, peer: str, envelope: Envelope) -> None:
         header = envelope.header
-        self.liveness.heard(NodeAddress(
+        self.controller.heard(NodeAddress(
             peer, str(header["host"]), int(header["cluster_port"]), int(header["amqp_port"]),
-            int(header["http_port"])), _now_ms())
+            int(header["http_port"])))
 
     async def _heartbeat_loop(self) -> None:
         interval_s = self.settings.heartbeat_ms / 1000
@@ -511,17 +492,10 @@ class ClusterNode:
             await asyncio.sleep(interval_s)
 
     def _beat(self) -> None:
-        driver = self.driver
         address = self.address()
         self._check_isolation()
         self._lease_valid()  # notices a lapse even with nothing to deliver
         self._ask_read_index()
         if self.broker.roles is not None:
             self.broker.roles.catch_up()
-        if driver.is_leader:
-            self.liveness.heard(address, _now_ms())
-            self._check_liveness()
-        elif driver.leader_id is not None:
-            self.rpc.notify(driver.leader_id, Envelope("cluster.heartbeat", {
-                "host": address.host, "cluster_port": address.cluster_port,
-                "amqp_port": address.amqp_port, "http_port": address.http_port}))
+        self.controller.beat(address)

@@ -92,8 +92,10 @@ class LivenessTracker:
         return last is not None and now_ms - last < self._timeout_ms
 
     def decide(self, members: Iterable[str], recorded: Iterable[ClusterNodeRecord],
-               now_ms: int) -> list[Command]:
-        """The commands that bring the metadata in line with what the controller sees."""
+               now_ms: int, wall_ms: int | None = None) -> list[Command]:
+        """The commands that bring the metadata in line with what the controller sees;
+        they record `wall_ms` (default `now_ms`) as the time of the change."""
+        stamp = now_ms if wall_ms is None else wall_ms
         known = {record.name: record for record in recorded}
         commands: list[Command] = []
         for name in sorted(set(members)):
@@ -103,13 +105,13 @@ class LivenessTracker:
             if address is not None and (record is None or _moved(record, address)):
                 self._propose(commands, ("address", address), AddClusterNode(
                     name, address.host, address.cluster_port, address.amqp_port,
-                    address.http_port, now_ms), now_ms)
+                    address.http_port, stamp), now_ms)
                 continue
             if record is None:
                 continue
             alive = self.is_alive(name, now_ms)
             if alive != record.up:
-                self._propose(commands, (name, alive), SetNodeLiveness(name, alive, now_ms),
+                self._propose(commands, (name, alive), SetNodeLiveness(name, alive, stamp),
                               now_ms)
         return commands
 

@@ -8,18 +8,12 @@ node answers reads from its applied state.
 
 `propose(command)` is the client side. It checks the command against the local
 state first (a refusal needs no round trip; the leader's apply is still the
-judge). On the leader it proposes and waits for the entry to be applied. On
-any other node it forwards the encoded command to the leader
-(`metadata.propose`), which answers with its applied index once the command
-took effect; the forwarding node then waits until it has applied that index
-itself, so a client that declares through a follower can use the queue on
-that follower at once (read-your-writes). Without a known leader it retries
-until `timeout_s` and then refuses with 541 naming the cause: a minority
-partition cannot change definitions, and never hangs.
-
-Retries are only made when the command certainly did not take effect (no
-leader, NotLeader, a refused link). A proposal whose outcome is unknown
-(the leader lost leadership before committing it) is reported as such.
+judge); what follows - propose on the leader, or forward to it and wait
+until applied here, retry while there is no leader, refuse with 541 at the
+timeout - is decided by the pure `MetadataProposals` core
+(metadata_proposals.py), run by the shipped `ProposalDriver` over this
+module's asyncio ports (`RaftProposalPorts`: the Raft driver, the cluster
+RPC, loop timers). `_serve_propose` is the leader's side of a forward.
 """
 
 from __future__ import annotations
@@ -27,28 +21,45 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
+from logbroker.cluster.asyncio_ports import LoopTimers, TaskSet
 from logbroker.cluster.cluster_rpc import INTERNAL_ERROR, ClusterRpc, PeerUnavailable
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.metadata_proposals import (
+    Accepted,
+    Failed,
+    MetadataProposals,
+    Outcome,
+    Retry,
+    TimedOut,
+)
+from logbroker.cluster.proposal_driver import OnOutcome, ProposalDriver
 from logbroker.errors import BrokerError
 from logbroker.metadata import Applied, Command, MetadataState, decode_command, encode_command
 from replication.raft.driver import RaftDriver
-from replication.raft.errors import NotLeader, ProposalRefused
+from replication.raft.errors import NotLeader, ProposalRefused, RaftError
 from replication.raft.proposals import ProposalDropped, ProposalTimeout
+from segments.clock import SYSTEM_CLOCK, Clock
 
 logger = logging.getLogger(__name__)
-NO_LEADER_RETRY_S = 0.05
 
 
 class ReplicatedMetadata:
-    def __init__(self, node_name: str, rpc: ClusterRpc, timeout_s: float = 5.0) -> None:
+    def __init__(self, node_name: str, rpc: ClusterRpc, timeout_s: float = 5.0,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.node_name = node_name
         self._state = MetadataState()
         self._rpc = rpc
         self._timeout_s = timeout_s
         self.driver: RaftDriver | None = None
+        self._timers = LoopTimers(clock)
+        self._tasks = TaskSet()
+        self._proposals = ProposalDriver(
+            MetadataProposals(int(timeout_s * 1000)),
+            RaftProposalPorts(lambda: self.driver, rpc, self._propose_here, self._tasks,
+                              self._timers),
+            clock)
         self.on_applied: Callable[[Applied], None] = lambda applied: None
         self.applying_index = 0  # the entry being applied (or last applied)
         self.on_restored: Callable[[], None] = lambda: None
@@ -60,6 +71,12 @@ class ReplicatedMetadata:
 
     def close(self) -> None:
         pass  # the Raft driver owns the log and is stopped by the cluster node
+
+    async def stop(self) -> None:
+        """Refuse the proposals in flight (the node stops) and end their tasks."""
+        self._proposals.stop(BrokerError(INTERNAL_ERROR, f"node {self.node_name} is stopping"))
+        self._timers.cancel_all()
+        await self._tasks.cancel_all()
 
     # ------------------------------------------------------ RaftStateMachine
 
@@ -87,31 +104,16 @@ class ReplicatedMetadata:
     async def propose(self, command: Command) -> None:
         """Make `command` take effect cluster-wide; returns once applied here."""
         self._state.check(command)
-        data = encode_command(command)
-        deadline = time.monotonic() + self._timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise BrokerError(INTERNAL_ERROR, self._no_quorum_text())
-            driver = self._driver()
-            leader = driver.leader_id
-            try:
-                if driver.is_leader:
-                    await self._propose_here(data, remaining)
-                    return
-                if leader is not None:
-                    answer = await self._rpc.call(
-                        leader, Envelope("metadata.propose", {}, (data,)), remaining)
-                    if answer.op == "not_leader":
-                        raise NotLeader(leader, answer.header.get("leader"))
-                    await driver.wait_applied(int(answer.header["index"]),
-                                              max(0.001, deadline - time.monotonic()))
-                    return
-            except (NotLeader, PeerUnavailable):
-                pass  # the command did not reach a leader: try again
-            except ProposalTimeout:
-                raise BrokerError(INTERNAL_ERROR, self._no_quorum_text()) from None
-            await asyncio.sleep(NO_LEADER_RETRY_S)
+        self._driver()  # 541 before the cluster started
+        future: asyncio.Future[BrokerError | None] = asyncio.get_running_loop().create_future()
+
+        def done(error: BrokerError | None) -> None:
+            if not future.done():
+                future.set_result(error)
+        self._proposals.propose(encode_command(command), done)
+        error = await future
+        if error is not None:
+            raise error
 
     async def _propose_here(self, data: bytes, timeout_s: float) -> None:
         try:
@@ -134,8 +136,70 @@ class ReplicatedMetadata:
         await self._propose_here(envelope.blobs[0], self._timeout_s)
         return Envelope("ok", {"index": driver.applied_index})
 
-    def _no_quorum_text(self) -> str:
-        leader = self.driver.leader_id if self.driver is not None else None
-        where = f"the Raft leader {leader} did not commit it" if leader else "no Raft leader"
-        return (f"definitions cannot change now: {where} within {self._timeout_s:g} s "
-                f"(a majority of the cluster's nodes must be reachable)")
+
+class RaftProposalPorts:
+    """The `ProposalDriver`'s ports on asyncio: the Raft driver, the cluster RPC."""
+
+    def __init__(self, driver: Callable[[], RaftDriver | None], rpc: ClusterRpc,
+                 propose_here: Callable[[bytes, float], Awaitable[None]], tasks: TaskSet,
+                 timers: LoopTimers) -> None:
+        self._driver = driver
+        self._rpc = rpc
+        self._propose_here = propose_here
+        self._tasks = tasks
+        self._timers = timers
+
+    def leader(self) -> str | None:
+        driver = self._driver()
+        return driver.leader_id if driver is not None else None
+
+    def leading(self) -> bool:
+        driver = self._driver()
+        return driver is not None and driver.is_leader
+
+    def propose_here(self, data: bytes, timeout_ms: int, on_outcome: OnOutcome) -> None:
+        self._tasks.spawn(outcome_of(self._here(data, timeout_ms), on_outcome))
+
+    def forward(self, leader: str, data: bytes, timeout_ms: int,
+                on_outcome: OnOutcome) -> None:
+        self._tasks.spawn(outcome_of(self._forward(leader, data, timeout_ms), on_outcome))
+
+    def wait_applied(self, index: int, timeout_ms: int, on_outcome: OnOutcome) -> None:
+        self._tasks.spawn(outcome_of(self._wait(index, timeout_ms), on_outcome))
+
+    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> None:
+        self._timers.call_at(monotonic_ms, action)
+
+    async def _here(self, data: bytes, timeout_ms: int) -> Outcome:
+        await self._propose_here(data, timeout_ms / 1000)
+        return Accepted()
+
+    async def _forward(self, leader: str, data: bytes, timeout_ms: int) -> Outcome:
+        answer = await self._rpc.call(leader, Envelope("metadata.propose", {}, (data,)),
+                                      timeout_ms / 1000)
+        if answer.op == "not_leader":
+            return Retry()  # certainly not applied
+        return Accepted(int(answer.header["index"]))
+
+    async def _wait(self, index: int, timeout_ms: int) -> Outcome:
+        driver = self._driver()
+        if driver is None:
+            return Failed(BrokerError(INTERNAL_ERROR, "the cluster is not started"))
+        await driver.wait_applied(index, timeout_ms / 1000)
+        return Accepted()
+
+
+async def outcome_of(work: Awaitable[Outcome], on_outcome: OnOutcome) -> None:
+    """Run one attempt; what it returned or raised is its outcome."""
+    outcome: Outcome
+    try:
+        outcome = await work
+    except (NotLeader, PeerUnavailable):
+        outcome = Retry()  # the command did not reach a leader
+    except ProposalTimeout:
+        outcome = TimedOut()
+    except BrokerError as error:
+        outcome = Failed(error)
+    except (RaftError, OSError) as error:
+        outcome = Failed(BrokerError(INTERNAL_ERROR, f"definition change failed: {error}"))
+    on_outcome(outcome)

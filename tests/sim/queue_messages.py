@@ -7,7 +7,8 @@ carries the same as the `r.fetch` envelope, logbroker/cluster/fetch_wire.py).
 The rest mirror the cluster RPCs of the real wiring: `StatusRequest` /
 `StatusAnswer` are `r.status` (queue_failover.py), `Heartbeat` is
 `cluster.heartbeat`, `Propose` / `ProposeAnswer` are `metadata.propose`
-(replicated_metadata.py), and `ForwardedPublish` is a publish that the node a
+(replicated_metadata.py), `ReadIndexRequest` / `ReadIndexAnswer` are
+`metadata.read_index` (cluster_node.py), and `ForwardedPublish` is a publish that the node a
 client talks to hands to the queue's leader.
 """
 
@@ -74,6 +75,22 @@ class ProposeAnswer:
     request: int
     ok: bool
     reason: str = ""
+    index: int = 0  # where the leader applied it (ok): the proposer waits to apply it too
+
+
+@dataclass(frozen=True, slots=True)
+class ReadIndexRequest:
+    source: str
+    target: str
+    request: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadIndexAnswer:
+    source: str
+    target: str
+    request: int
+    commit: int | None  # None: not a leader with its term committed
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,4 +103,5 @@ class ForwardedPublish:
 
 
 ClusterMessage = (Message | Heartbeat | Fetch | FetchReply | StatusRequest | StatusAnswer
-                  | Propose | ProposeAnswer | ForwardedPublish)
+                  | Propose | ProposeAnswer | ReadIndexRequest | ReadIndexAnswer
+                  | ForwardedPublish)

@@ -23,12 +23,17 @@ whose syncs land later, the shells as the queues led here, the Raft
 proposals); a crash throws the drivers, their timers and whatever was not
 synced away.
 
-Proposals go through `Proposals` (queue_proposals.py, `ReplicatedMetadata
-.propose`). Every node sends heartbeats to the Raft leader; the leader runs
-the `Controller`. A node that has not heard from the Raft leader for the
-session timeout isolates the gates of the queues it leads
-(`ClusterNode._check_isolation`: `gate.isolate`): no publishes, acks held;
-hearing it again, `gate.rejoin` applies the held acks.
+
+Proposals go through the shipped `ProposalDriver` and `MetadataProposals`
+core (`ReplicatedMetadata.propose`) over simulated ports (sim_ports.py).
+Every node sends
+heartbeats to the Raft leader, and runs the shipped controller
+(logbroker/cluster/controller.py, its `ControllerDriver`) over the
+simulation's ports, as `ClusterNode` does: heartbeats heard, links lost and
+restored, leadership taken, a beat. A node that has not heard from the Raft
+leader for the session timeout isolates the gates of the queues it leads
+(the shipped `Isolation`, as `ClusterNode._check_isolation`): no publishes, acks
+held; hearing it again, `gate.rejoin` applies the held acks.
 """
 
 from __future__ import annotations
@@ -40,6 +45,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
+from logbroker.cluster.controller import Controller, ControllerConfig
+from logbroker.cluster.controller_driver import ControllerDriver
+from logbroker.cluster.isolation import Isolation
+from logbroker.cluster.metadata_proposals import MetadataProposals
+from logbroker.cluster.proposal_driver import ProposalDriver
+from logbroker.cluster.read_index import RaftPosition, ReadIndex
 from logbroker.metadata import (
     Command,
     MetadataError,
@@ -48,6 +59,7 @@ from logbroker.metadata import (
     QueueInSyncChanged,
     QueuePlacementChanged,
     bootstrap_commands,
+    encode_command,
     hash_password,
 )
 from logbroker.metadata.events import Event
@@ -70,7 +82,6 @@ from replication.raft import (
 from replication.raft.messages import Message
 from segments.memory_filesystem import MemoryFileSystem
 from tests.sim.cluster_sim import LOG_CONFIG as RAFT_LOG_CONFIG
-from tests.sim.queue_controller import Controller, address_of
 from tests.sim.queue_leader import LeaderHooks, LeaderReplica
 from tests.sim.queue_messages import (
     ClusterMessage,
@@ -80,6 +91,8 @@ from tests.sim.queue_messages import (
     Heartbeat,
     Propose,
     ProposeAnswer,
+    ReadIndexAnswer,
+    ReadIndexRequest,
     StatusAnswer,
     StatusRequest,
 )
@@ -92,10 +105,22 @@ from tests.sim.queue_ports import (
     SimParking,
     SimTimers,
 )
-from tests.sim.queue_proposals import Proposals, decode_command
 from tests.sim.queue_roles import NodeRoles
+from tests.sim.sim_ports import (
+    SimControllerPorts,
+    SimProposalPorts,
+    SimRaftProposer,
+    address_of,
+    answer_message,
+    decode_command,
+)
 
 VHOST = "/"
+STATUS_TIMEOUT = 8  # ticks: the status answers an election waits for
+LINK_CHECK_SLACK = 1  # ticks: the check after a broken link's grace
+PROPOSE_TIMEOUT = 30  # ticks: a proposal's answer, at the latest
+PROPOSE_RETRY = 1  # ticks: a proposal that found no leader tries again
+READ_INDEX_TIMEOUT = 15  # ticks: a read index question unanswered by then is asked again
 PASSWORD_HASH = hash_password("guest", b"salt")
 # In ticks. A backlog here is tens of messages: a follower more than 20 behind rests
 # between fetches (at most 3 ticks), so the seeds run the catch-up pacing too.
@@ -143,15 +168,16 @@ class QueueNode:
         self.state = MetadataState()
         self.started_at = 0
         self.restart_at = 0
-        self.controller = Controller(node_id, config.session_timeout, config.link_grace)
+        self.controller = self._controller()
         self.leaders: dict[str, LeaderReplica] = {}
         self._new_drivers()
-        self.proposals = Proposals(self)
+        self.proposals = self._proposals()
         self.applied_index = 0  # the Raft driver's (its Applier's)
         self.applying_index = 0  # ReplicatedMetadata's: the entry being applied
         self.roles = NodeRoles(self, self._metadata_current)
+        self.read_index = ReadIndex()
         self._next_beat = 0
-        self._controller_heard = 0  # when a Raft message from the leader last came
+        self.isolation = Isolation(config.session_timeout, 0)
 
     @property
     def alive(self) -> bool:
@@ -193,6 +219,27 @@ class QueueNode:
 
     # ------------------------------------------------------------- node life
 
+    def _controller(self) -> ControllerDriver:
+        """The shipped controller core and driver, over this node's simulated ports."""
+        config = self.config
+        core = Controller(ControllerConfig(
+            self.id, config.session_timeout, config.link_grace, STATUS_TIMEOUT,
+            LINK_CHECK_SLACK, lambda: bootstrap_commands(PASSWORD_HASH)))
+        self._ports = SimControllerPorts(self)
+        return ControllerDriver(core, self._ports, SimClock(self.world),
+                                lambda level, text: self.log(f"{self.id} controller: {text}"))
+
+    def _proposals(self) -> ProposalDriver:
+        """The shipped proposals core and driver, over this node's simulated ports."""
+        self._raft_proposer = SimRaftProposer(self)
+        self._proposal_ports = SimProposalPorts(self, self._raft_proposer)
+        return ProposalDriver(MetadataProposals(PROPOSE_TIMEOUT, PROPOSE_RETRY),
+                              self._proposal_ports, SimClock(self.world))
+
+    @property
+    def elections(self) -> int:
+        return self.controller.core.failover.elections
+
     def start(self) -> None:
         self.storage = RaftStorage.open(self.fs, "/raft", RAFT_LOG_CONFIG)
         restored = self.storage.load()
@@ -201,11 +248,11 @@ class QueueNode:
         self.state = MetadataState()  # rebuilt from the log (no compaction here)
         self.applied_index = self.applying_index = 0
         self.roles = NodeRoles(self, self._metadata_current)
+        self.read_index = ReadIndex()
         self.started_at = self.now
-        self.controller = Controller(self.id, self.config.session_timeout,
-                                     self.config.link_grace)
+        self.controller = self._controller()
         self._next_beat = self.now + self.world.rng.randint(0, self.config.heartbeat_every)
-        self._controller_heard = self.now
+        self.isolation = Isolation(self.config.session_timeout, self.now)
         self.feed.start()
 
     def crash(self, restart_at: int) -> None:
@@ -214,8 +261,9 @@ class QueueNode:
             shell.crash()
         self.leaders.clear()
         self._new_drivers()
-        self.proposals = Proposals(self)
-        self.controller.crash()
+        self.proposals.stop()
+        self.proposals = self._proposals()
+        self.controller.stop()
         self.raft = self.storage = None
         self.restart_at = restart_at
 
@@ -232,17 +280,16 @@ class QueueNode:
         self._apply(ready)
         raft.advance(ready)
         if ready.soft_state is not None:
-            self._controller_heard = self.now  # a new term: count the silence from now
+            self.isolation.heard(self.now)  # a new term: count the silence from now
+            self.read_index.leader_changed()  # ask the new leader, at once
+            self._ask_read_index()
             if ready.soft_state.role is Role.LEADER:
                 self.log(f"{self.id} leads Raft term {raft.term}")
-                self.controller.liveness.took_over(
-                    raft.membership.nodes, self.now,
-                    [n for n in raft.membership.nodes if n not in self.world.connected(self.id)])
-                if self.state.vhost(VHOST) is None and not self.state.users():
-                    for command in bootstrap_commands(PASSWORD_HASH):
-                        self.propose(command)
+                connected = self.world.connected(self.id)
+                self.controller.took_over(frozenset(
+                    n for n in raft.membership.nodes if n not in connected))
             else:
-                self.proposals.leadership_lost()
+                self._raft_proposer.leadership_lost()
 
     def _apply(self, ready: Ready) -> None:
         """The driver's `Applier.apply` for each entry: the state machine's `apply`
@@ -262,7 +309,8 @@ class QueueNode:
                     self._react(events)
                     self.roles.catch_up()
             self.applied_index = entry.index
-            self.proposals.applied(entry, ok, reason)
+            self._raft_proposer.applied(entry, ok, reason)
+            self._proposal_ports.applied_through(entry.index)
 
     def _react(self, events: tuple[Event, ...]) -> None:
         """Broker.react: role moves, in-sync sets to the gates."""
@@ -287,11 +335,43 @@ class QueueNode:
         return self.raft.commit_index if self.raft is not None else 0
 
     def _metadata_current(self) -> bool:
-        """ClusterNode._metadata_current: a leader is known (or this node is one) and
-        everything known committed is applied (or being applied)."""
+        """ClusterNode._metadata_current: the shipped `ReadIndex` decides."""
+        position = self._raft_position()
+        return position is not None and self.read_index.current(position)
+
+    def _raft_position(self) -> RaftPosition | None:
         raft = self.raft
-        applied = max(self.applied_index, self.applying_index)
-        return raft is not None and raft.leader_id is not None and applied >= raft.commit_index
+        if raft is None:
+            return None
+        return RaftPosition(raft.leader_id, raft.role is Role.LEADER, raft.committed_own_term,
+                            raft.commit_index, max(self.applied_index, self.applying_index))
+
+    def _ask_read_index(self) -> None:
+        """ClusterNode._ask_read_index: `metadata.read_index` to the leader; a question
+        the network lost counts as unanswered after `READ_INDEX_TIMEOUT`."""
+        position = self._raft_position()
+        question = self.read_index.want(position) if position is not None else None
+        if question is None:
+            return
+        self.world.send(ReadIndexRequest(self.id, question.leader, question.request))
+        read_index = self.read_index
+
+        def unanswered() -> None:
+            read_index.answered(question.request, None, None)
+        self.world.later(READ_INDEX_TIMEOUT, unanswered)
+
+    def _read_index_answered(self, answer: ReadIndexAnswer) -> None:
+        assert self.raft is not None
+        if self.read_index.answered(answer.request, self.raft.leader_id, answer.commit):
+            self.roles.catch_up()
+
+    def _read_index(self, request: ReadIndexRequest) -> None:
+        """ClusterNode._read_index: only a leader whose term is committed answers."""
+        raft = self.raft
+        assert raft is not None
+        commit = (raft.commit_index if raft.role is Role.LEADER and raft.committed_own_term
+                  else None)
+        self.world.send(ReadIndexAnswer(self.id, request.source, request.request, commit))
 
     # ----------------------------------------------------------- replication
 
@@ -348,7 +428,15 @@ class QueueNode:
     # ------------------------------------------------------------- proposals
 
     def propose(self, command: Command, done: Callable[[bool], None] | None = None) -> None:
-        self.proposals.propose(command, done)
+        """ReplicatedMetadata.propose: checked here first, then the shipped driver."""
+        try:
+            self.state.check(command)
+        except MetadataError:
+            if done is not None:
+                done(False)
+            return
+        self.proposals.propose(encode_command(command),
+                               lambda error: done(error is None) if done is not None else None)
 
     def send(self, message: ClusterMessage) -> None:
         self.world.send(message)
@@ -360,10 +448,10 @@ class QueueNode:
         assert raft is not None
         if isinstance(message, Message):
             if message.source == raft.leader_id:
-                self._controller_heard = self.now
+                self.isolation.heard(self.now)
             raft.step(message)
         elif isinstance(message, Heartbeat):
-            self.controller.liveness.heard(address_of(message.source), self.now)
+            self.controller.heard(address_of(message.source))
         elif isinstance(message, Fetch):
             self.feed.fetch(message.source, (VHOST, message.queue), message.fetch,
                             partial(self._reply, message))
@@ -373,11 +461,17 @@ class QueueNode:
             self.world.send(StatusAnswer(self.id, message.source, message.request,
                                          self.replica_status(message.queue)))
         elif isinstance(message, StatusAnswer):
-            self.controller.on_status(message.request, message.status)
+            self._ports.status.answered(message.request, message.status)
         elif isinstance(message, Propose):
-            self.proposals.serve(message.source, message.request, message.data)
+            source, request = message.source, message.request
+            self._raft_proposer.serve(message.data, lambda outcome: self.world.send(
+                answer_message(self.id, source, request, outcome)))
         elif isinstance(message, ProposeAnswer):
-            self.proposals.answered(message.request, message.ok, message.reason)
+            self._proposal_ports.answered(message)
+        elif isinstance(message, ReadIndexRequest):
+            self._read_index(message)
+        elif isinstance(message, ReadIndexAnswer):
+            self._read_index_answered(message)
         elif isinstance(message, ForwardedPublish):
             self.publish_here(message.queue, message.publish, message.payload)
 
@@ -407,43 +501,26 @@ class QueueNode:
         if self.now >= self._next_beat:
             self._next_beat = self.now + self.config.heartbeat_every
             self._check_isolation()
+            self._ask_read_index()
             self.roles.catch_up()
-            if raft.role is Role.LEADER:
-                self.controller.beat(self)
-            elif raft.leader_id is not None:
-                self.world.send(Heartbeat(self.id, raft.leader_id))
-        self.controller.tick(self)
+            self.controller.beat(address_of(self.id))
         self.timers.run_due(self.now)
         self.parking.wake_parked(self.now)
-        self.proposals.tick()
 
     def _check_isolation(self) -> None:
         """ClusterNode._check_isolation: no publishes on the queues led here, acks held,
         while the controller is silent for the session timeout."""
         assert self.raft is not None
-        lost = self.raft.role is not Role.LEADER and (
-            self.now - self._controller_heard > self.config.session_timeout)
-        for shell in self.leaders.values():
-            gate = shell.gate
-            if lost and gate.isolated is None:
-                gate.isolate("the queue's leader node has lost the cluster's controller")
-                self.log(f"{self.id} isolates its {shell.queue} shell")
-            elif not lost and gate.isolated is not None:
-                gate.rejoin()
-                self.log(f"{self.id} rejoins with its {shell.queue} shell")
+        gates = [(queue, shell.gate) for queue, shell in self.leaders.items()]
+        for queue, isolated in self.isolation.check(gates, self.now,
+                                                    self.raft.role is Role.LEADER):
+            self.log(f"{self.id} {'isolates' if isolated else 'rejoins with'} its {queue} "
+                     "shell")
 
     def link_lost(self, peer: str) -> None:
         """The transport lost its link to `peer` (ClusterNode._peer_changed)."""
-        self.controller.liveness.link_lost(peer, self.now)
-        self.world.later(self.config.link_grace + 1, self._check_liveness)
+        self.controller.link_lost(peer)
 
     def link_restored(self, peer: str) -> None:
-        self.controller.liveness.link_restored(peer)
-
-    def _check_liveness(self) -> None:
-        if self.raft is not None and self.raft.role is Role.LEADER:
-            self.controller.check(self)
-
-    def send_status_request(self, request: StatusRequest) -> None:
-        self.world.send(request)
+        self.controller.link_restored(peer)
 

@@ -364,3 +364,30 @@ async def test_an_ack_during_the_requeue_grace_still_counts(
     await wait_for(lambda: shell.core.unacked_count == 0, "the ack on a")
     await asyncio.sleep(REQUEUE_GRACE_S + 0.05)
     assert shell.core.message_count == 0  # settled, so never redelivered
+
+
+async def test_a_membership_change_asked_of_a_follower_is_made_by_the_leader(
+        cluster: dict[str, ClusterNode]) -> None:
+    leader = next(node for node in cluster.values() if node.driver.is_leader)
+    asked, removed = [node for node in cluster.values() if node is not leader]
+    await wait_for(lambda: leader.metadata.state.cluster_node(removed.node_name) is not None,
+                   "the node to remove registered")
+    await asked.membership.remove_node(removed.node_name)
+    await wait_for(lambda: all(removed.node_name not in node.driver.membership.nodes
+                               and node.metadata.state.cluster_node(removed.node_name) is None
+                               for node in (leader, asked)),
+                   "the node gone from the membership and the metadata")
+
+
+async def test_a_leader_asked_to_remove_itself_hands_over_first(
+        cluster: dict[str, ClusterNode]) -> None:
+    leader = next(node for node in cluster.values() if node.driver.is_leader)
+    others = [node for node in cluster.values() if node is not leader]
+    await wait_for(lambda: leader.metadata.state.cluster_node(leader.node_name) is not None,
+                   "the leader registered")
+    await leader.membership.remove_node(leader.node_name)
+    assert not leader.driver.is_leader  # it handed over before it was removed
+    await wait_for(lambda: any(node.driver.is_leader for node in others)
+                   and all(leader.node_name not in node.driver.membership.nodes
+                           for node in others),
+                   "another leader, and the old one out of the membership")
