@@ -32,7 +32,7 @@ VHOST_LIMITS = "vhost-limits"
 VHOST_LIMITS_NAME = "limits"
 VHOST_LIMIT_KEYS = ("max-connections", "max-queues")
 
-Validator = Callable[[str, Mapping[str, Any]], None]  # (name, value); raises MetadataError
+Validator = Callable[[str, Any], None]  # (name, JSON value); raises MetadataError
 _VALIDATORS: dict[str, Validator] = {}
 
 
@@ -40,7 +40,7 @@ def register_component(component: str, validator: Validator) -> None:
     _VALIDATORS[component] = validator
 
 
-def validate_parameter(component: str, name: str, value: Mapping[str, Any]) -> None:
+def validate_parameter(component: str, name: str, value: Any) -> None:
     validator = _VALIDATORS.get(component)
     if validator is None:
         raise MetadataError(NOT_FOUND, f"no runtime parameter component '{component}'")
@@ -49,10 +49,12 @@ def validate_parameter(component: str, name: str, value: Mapping[str, Any]) -> N
     validator(name, value)
 
 
-def _validate_vhost_limits(name: str, value: Mapping[str, Any]) -> None:
+def _validate_vhost_limits(name: str, value: Any) -> None:
     if name != VHOST_LIMITS_NAME:
         raise precondition_failed(f"vhost limits are one parameter named "
                                   f"'{VHOST_LIMITS_NAME}', not '{name}'")
+    if not isinstance(value, Mapping):
+        raise precondition_failed("vhost limits must be a JSON object")
     for key, limit in value.items():
         if key not in VHOST_LIMIT_KEYS:
             raise precondition_failed(f"unknown vhost limit '{key}' (known: "
@@ -65,10 +67,10 @@ def _validate_vhost_limits(name: str, value: Mapping[str, Any]) -> None:
 register_component(VHOST_LIMITS, _validate_vhost_limits)
 
 
-def limit_value(limits: Mapping[str, Any] | None, key: str) -> int | None:
+def limit_value(limits: Any, key: str) -> int | None:
     """The limit `key` from a vhost's limits parameter; None: no limit (absent or
     negative). 0 allows nothing, as in RabbitMQ."""
-    if limits is None:
+    if not isinstance(limits, Mapping):
         return None
     value = limits.get(key)
     if type(value) is not int or value < 0:
