@@ -6,10 +6,10 @@ replicated with the definitions and exported with them. Here they are metadata
 commands (`SetParameter`, `ClearParameter`), so a cluster agrees on them.
 
 Each component has a validator: a parameter of an unknown component, or a value
-its component refuses, is a 400-class error before anything is recorded. Today:
+its component refuses, is a 400-class error before anything is recorded:
 `vhost-limits` (name `limits`: `max-connections`, `max-queues`, integers; a
-negative value means no limit, as in RabbitMQ). Federation and shovels register
-theirs.
+negative value means no limit, as in RabbitMQ), `federation-upstream` and
+`federation-upstream-set` (federation_parameters).
 """
 
 from __future__ import annotations
@@ -18,17 +18,23 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from logbroker.metadata.errors import MetadataError, precondition_failed
+from logbroker.metadata.federation_parameters import validate_upstream, validate_upstream_set
 from logbroker.metadata.reply_codes import NOT_FOUND
 
 __all__ = [
+    "FEDERATION_UPSTREAM",
+    "FEDERATION_UPSTREAM_SET",
     "VHOST_LIMITS",
     "VHOST_LIMIT_KEYS",
+    "is_known_component",
     "limit_value",
     "register_component",
     "validate_parameter",
 ]
 
 VHOST_LIMITS = "vhost-limits"
+FEDERATION_UPSTREAM = "federation-upstream"
+FEDERATION_UPSTREAM_SET = "federation-upstream-set"
 VHOST_LIMITS_NAME = "limits"
 VHOST_LIMIT_KEYS = ("max-connections", "max-queues")
 
@@ -38,6 +44,10 @@ _VALIDATORS: dict[str, Validator] = {}
 
 def register_component(component: str, validator: Validator) -> None:
     _VALIDATORS[component] = validator
+
+
+def is_known_component(component: str) -> bool:
+    return component in _VALIDATORS
 
 
 def validate_parameter(component: str, name: str, value: Any) -> None:
@@ -65,6 +75,8 @@ def _validate_vhost_limits(name: str, value: Any) -> None:
 
 
 register_component(VHOST_LIMITS, _validate_vhost_limits)
+register_component(FEDERATION_UPSTREAM, validate_upstream)
+register_component(FEDERATION_UPSTREAM_SET, validate_upstream_set)
 
 
 def limit_value(limits: Any, key: str) -> int | None:
