@@ -45,6 +45,9 @@ COLUMNS: dict[str, list[Column]] = {
                  ("definition", field("definition"))],
     "parameters": [("component", field("component")), ("name", field("name")),
                    ("value", field("value"))],
+    "federation": [("exchange", field("exchange")), ("upstream", field("upstream")),
+                   ("status", field("status")), ("uri", field("uri")),
+                   ("messages", field("messages")), ("error", field("error"))],
     # One row per (group, queue): `group_rows` flattens GET /api/consumer-groups.
     "groups": [("group", field("group")), ("queue", field("queue")),
                ("committed", field("committed_offset")), ("end", field("end_offset")),

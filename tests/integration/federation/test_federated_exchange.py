@@ -3,6 +3,8 @@ x-received-from, and max-hops in a mesh of three."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +103,13 @@ def test_a_federated_exchange_follows_its_bindings(brokers: dict[str, BrokerProc
     [(_, received)] = got
     assert received[0]["exchange"] == "fed-x" and received[0]["cluster-name"] == "broker-a"
     assert "guest:***@" in received[0]["uri"]
+    status = subprocess.run(
+        [sys.executable, "-m", "logbroker", "--url",
+         f"http://guest:guest@127.0.0.1:{b.http_port}", "federation", "status"],
+        capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stderr
+    [row] = [line for line in status.stdout.splitlines() if "up-a" in line]
+    assert "fed-x" in row and "running" in row
     with admin(b) as http:  # clearing the policy stops the link, live
         assert http.delete("/api/policies/%2F/federate").status_code == 204
     wait_for(lambda: admin(b).get("/api/federation-links").json() == [], "the link to stop", 10)
