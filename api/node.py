@@ -60,6 +60,8 @@ async def serve(settings: ServeSettings) -> int:
         heartbeat_s=settings.heartbeat_s, frame_max=settings.frame_max,
         channel_max=settings.channel_max, max_message_bytes=settings.max_message_bytes,
         cluster_name=settings.node_name,
+        certificate_login_from=settings.tls_login_from,
+        certificate_login_san_type=settings.tls_login_san_type,
     )
     tls = settings.tls.server_context() if settings.tls is not None else None
     amqp_servers = []
