@@ -214,6 +214,11 @@ def _add_federation(commands: Subparsers) -> None:
     status = _command(verbs, "status", admin.federation_status,
                       "the links of the node at --url: upstream, status, messages, errors")
     status.add_argument("--format", choices=("table", "json"), default="table")
+    group = commands.add_parser("shovel", help="dynamic shovels: status")
+    verbs = group.add_subparsers(dest="shovel_command", required=True, metavar="COMMAND")
+    status = _command(verbs, "status", admin.shovel_status,
+                      "the shovels of the node at --url: state, messages moved, errors")
+    status.add_argument("--format", choices=("table", "json"), default="table")
 
 
 def _add_queue(commands: Subparsers) -> None:

@@ -218,6 +218,11 @@ class Client(ClientBase):
         (starting / running / error), uri, messages, timestamp, error."""
         return self._send(calls.federation_links(None if all_vhosts else self._vhost(vhost)))
 
+    def shovels(self, vhost: str | None = None, *, all_vhosts: bool = True) -> Objects:
+        """The dynamic shovels the node runs: name, vhost, state (starting / running /
+        terminated), src and dest, messages moved, reason of the last error."""
+        return self._send(calls.shovels(None if all_vhosts else self._vhost(vhost)))
+
     def add_user(self, name: str, password: str, tags: Sequence[str] = ()) -> None:
         self._send(calls.add_user(name, password, tags))
 

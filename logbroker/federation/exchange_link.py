@@ -123,9 +123,9 @@ class ExchangeLink:
                 except asyncio.CancelledError:
                     raise
                 except Exception as error:  # any failure: status, then reconnect
-                    self.status.failed(self._clock.wall_ms(), redact(uri), _describe(error))
+                    self.status.failed(self._clock.wall_ms(), redact(uri), describe(error))
                     logger.warning("federation link %s/%s <- %s: %s", self.key.vhost,
-                                   self.key.exchange, self.upstream.name, _describe(error))
+                                   self.key.exchange, self.upstream.name, describe(error))
                 await asyncio.sleep(self.upstream.reconnect_delay_s)
 
     async def _session(self, uri: str) -> None:
@@ -233,6 +233,6 @@ class ExchangeLink:
             await channel.basic_nack(tag, requeue=True)
 
 
-def _describe(error: BaseException) -> str:
+def describe(error: BaseException) -> str:
     text = str(error) or type(error).__name__
     return f"{type(error).__name__}: {text}" if text != type(error).__name__ else text

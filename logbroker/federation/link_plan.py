@@ -111,10 +111,10 @@ def plan_exchange_links(state: MetadataState) -> LinkPlan:
     return plan
 
 
-def runner_of(key: LinkKey, up_nodes: Iterable[str]) -> str | None:
-    """The up node that runs the link (rendezvous hashing); None when none is up."""
+def runner_of(key: tuple[str, ...], up_nodes: Iterable[str]) -> str | None:
+    """The up node that runs the link or shovel named by `key` (rendezvous hashing);
+    None when no node is up."""
     def rank(node: str) -> bytes:
-        return hashlib.sha256(f"{node}\0{key.vhost}\0{key.exchange}\0{key.upstream}"
-                              .encode()).digest()
+        return hashlib.sha256("\0".join((node, *key)).encode()).digest()
 
     return max(up_nodes, key=rank, default=None)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from logbroker.message import Message
+from logbroker.metadata import ClearParameter
+from logbroker.metadata.parameters import SHOVEL
 from logbroker.metadata.records import ExchangeRecord
 
 if TYPE_CHECKING:
@@ -29,3 +31,7 @@ class LocalBroker:
     async def publish(self, vhost: str, message: Message) -> bool:
         result = await self._broker.publisher.publish(vhost, message)
         return result.confirmed
+
+    def shovel_done(self, vhost: str, name: str) -> None:
+        """Clear the finished shovel's parameter (through Raft in a cluster)."""
+        self._broker.apply_soon(ClearParameter(vhost, SHOVEL, name))

@@ -9,7 +9,7 @@ Each component has a validator: a parameter of an unknown component, or a value
 its component refuses, is a 400-class error before anything is recorded:
 `vhost-limits` (name `limits`: `max-connections`, `max-queues`, integers; a
 negative value means no limit, as in RabbitMQ), `federation-upstream` and
-`federation-upstream-set` (federation_parameters).
+`federation-upstream-set` (federation_parameters), `shovel` (shovel_parameters).
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ from typing import Any
 from logbroker.metadata.errors import MetadataError, precondition_failed
 from logbroker.metadata.federation_parameters import validate_upstream, validate_upstream_set
 from logbroker.metadata.reply_codes import NOT_FOUND
+from logbroker.metadata.shovel_parameters import validate_shovel
 
 __all__ = [
     "FEDERATION_UPSTREAM",
     "FEDERATION_UPSTREAM_SET",
+    "SHOVEL",
     "VHOST_LIMITS",
     "VHOST_LIMIT_KEYS",
     "is_known_component",
@@ -35,6 +37,7 @@ __all__ = [
 VHOST_LIMITS = "vhost-limits"
 FEDERATION_UPSTREAM = "federation-upstream"
 FEDERATION_UPSTREAM_SET = "federation-upstream-set"
+SHOVEL = "shovel"
 VHOST_LIMITS_NAME = "limits"
 VHOST_LIMIT_KEYS = ("max-connections", "max-queues")
 
@@ -77,6 +80,7 @@ def _validate_vhost_limits(name: str, value: Any) -> None:
 register_component(VHOST_LIMITS, _validate_vhost_limits)
 register_component(FEDERATION_UPSTREAM, validate_upstream)
 register_component(FEDERATION_UPSTREAM_SET, validate_upstream_set)
+register_component(SHOVEL, validate_shovel)
 
 
 def limit_value(limits: Any, key: str) -> int | None:

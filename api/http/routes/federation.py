@@ -1,4 +1,5 @@
-"""/api/federation-links: the federation links this node runs and their status (RabbitMQ's)."""
+"""/api/federation-links and /api/shovels: the links and dynamic shovels this node runs
+and their status, in RabbitMQ's shape."""
 
 from __future__ import annotations
 
@@ -31,3 +32,20 @@ async def list_vhost_links(vhost: str, ctx: ApiContext = Context,
     name = path_name(vhost)
     visible_vhost(ctx, who, name)
     return [] if ctx.federation is None else ctx.federation.statuses(name)
+
+
+@router.get("/api/shovels", dependencies=[ListOptions])
+async def list_shovels(ctx: ApiContext = Context, who: Principal = Management
+                       ) -> list[dict[str, Any]]:
+    if ctx.federation is None:
+        return []
+    visible = set(visible_vhosts(ctx, who))
+    return [row for row in ctx.federation.shovel_statuses() if row["vhost"] in visible]
+
+
+@router.get("/api/shovels/{vhost}", dependencies=[ListOptions])
+async def list_vhost_shovels(vhost: str, ctx: ApiContext = Context,
+                             who: Principal = Management) -> list[dict[str, Any]]:
+    name = path_name(vhost)
+    visible_vhost(ctx, who, name)
+    return [] if ctx.federation is None else ctx.federation.shovel_statuses(name)
