@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from logbroker.federation.exchange_link import ExchangeLink, LocalExchange
 from logbroker.federation.link_plan import LinkKey, LinkPlan, plan_exchange_links, runner_of
+from logbroker.federation.queue_link import LocalQueueSide, QueueLink
 from logbroker.federation.shovel_link import LocalShovelSide, ShovelLink, ShovelSpec
 from logbroker.metadata import (
     Applied,
@@ -32,6 +33,9 @@ from logbroker.metadata import (
     NodeLivenessChanged,
     ParameterChanged,
     PolicyChanged,
+    QueueDeclared,
+    QueueDeleted,
+    QueuePlacementChanged,
     VhostDeleted,
 )
 from logbroker.metadata.parameters import SHOVEL
@@ -41,10 +45,11 @@ __all__ = ["FederationLinks"]
 
 logger = logging.getLogger(__name__)
 _PLAN_EVENTS = (PolicyChanged, ParameterChanged, ExchangeDeclared, ExchangeDeleted,
-                VhostDeleted, NodeLivenessChanged)
+                QueueDeclared, QueueDeleted, QueuePlacementChanged, VhostDeleted,
+                NodeLivenessChanged)
 
 
-class LocalSide(LocalExchange, LocalShovelSide, Protocol):
+class LocalSide(LocalExchange, LocalQueueSide, LocalShovelSide, Protocol):
     """The downstream broker as links and shovels see it."""
 
 
@@ -56,7 +61,7 @@ class FederationLinks:
         self._state = state
         self._up_nodes = up_nodes  # None: a standalone node runs every link
         self._clock = clock
-        self._links: dict[LinkKey, ExchangeLink] = {}
+        self._links: dict[LinkKey, ExchangeLink | QueueLink] = {}
         self._shovels: dict[tuple[str, str], ShovelLink] = {}
         self._plan = LinkPlan()
         self._stopping: set[asyncio.Future[None]] = set()
@@ -75,18 +80,20 @@ class FederationLinks:
     def _refresh_links(self) -> None:
         self._plan = plan_exchange_links(self._state())
         wanted = {key: upstream for key, upstream in self._plan.links.items()
-                  if self._runs_here((key.vhost, key.exchange, key.upstream))}
-        for key, link in list(self._links.items()):
-            if wanted.get(key) != link.upstream:
+                  if self._link_runs_here(key)}
+        for key, running in list(self._links.items()):
+            if wanted.get(key) != running.upstream:
                 del self._links[key]
-                self._stop(link)
+                self._stop(running)
         for key, upstream in wanted.items():
             if key not in self._links:
-                link = ExchangeLink(key, upstream, self._local, self._clock)
+                link: ExchangeLink | QueueLink = (
+                    QueueLink(key, upstream, self._local, self._clock) if key.kind == "queue"
+                    else ExchangeLink(key, upstream, self._local, self._clock))
                 self._links[key] = link
                 link.start()
-                logger.info("federation link %s/%s <- upstream %s started", key.vhost,
-                            key.exchange, key.upstream)
+                logger.info("federation link %s %s/%s <- upstream %s started", key.kind,
+                            key.vhost, key.exchange, key.upstream)
 
     def _refresh_shovels(self) -> None:
         state = self._state()
@@ -105,6 +112,12 @@ class FederationLinks:
                 shovel.start()
                 logger.info("shovel %s/%s started", *key)
 
+    def _link_runs_here(self, key: LinkKey) -> bool:
+        """A federated queue's links run on its leader; an exchange's on its runner."""
+        if key.kind == "queue" and self._up_nodes is not None:
+            return self._plan.leaders.get(key) == self._local.node_name
+        return self._runs_here((key.vhost, key.exchange, key.upstream))
+
     def _runs_here(self, key: tuple[str, ...]) -> bool:
         if self._up_nodes is None:
             return True
@@ -115,7 +128,7 @@ class FederationLinks:
             if key.vhost == vhost and key.exchange == exchange:
                 link.bindings_changed()
 
-    def _stop(self, link: ExchangeLink | ShovelLink) -> None:
+    def _stop(self, link: ExchangeLink | QueueLink | ShovelLink) -> None:
         stopping = asyncio.ensure_future(link.stop())
         self._stopping.add(stopping)
         stopping.add_done_callback(self._stopping.discard)
@@ -139,7 +152,8 @@ class FederationLinks:
         return rows
 
     async def stop_all(self) -> None:
-        links: list[ExchangeLink | ShovelLink] = [*self._links.values(), *self._shovels.values()]
+        links: list[ExchangeLink | QueueLink | ShovelLink] = [*self._links.values(),
+                                                              *self._shovels.values()]
         self._links, self._shovels = {}, {}
         await asyncio.gather(*(link.stop() for link in links), *self._stopping)
 

@@ -1,13 +1,14 @@
 """Which federation links this node should run, from the applied metadata: pure.
 
-Theory of operation. An exchange is federated when its effective policy names
+Theory of operation. An exchange or a queue is federated when its effective policy names
 `federation-upstream` (one upstream) or `federation-upstream-set` (a set, or
 `all`: every upstream of the vhost). Each (vhost, exchange, upstream) is one link,
 with the upstream's settings overridden by the set member's. The plan is a
 function of the metadata alone, so every node computes the same one; in a
 cluster each link is run by one node, the up node that ranks first for the
 link's key (rendezvous hashing over the up nodes: a link moves only when its
-node goes down or comes back). A standalone node runs every link.
+node goes down or comes back); a federated queue's links run on the queue's
+leader. A standalone node runs every link.
 
 Invariants: a link's key names an exchange that exists and an upstream that is
 defined; an upstream or set a policy names but nobody defined gives no link
@@ -40,6 +41,7 @@ class Upstream:
     ack_mode: str = "on-confirm"
     trust_user_id: bool = False
     exchange: str | None = None  # the upstream exchange (default: the same name)
+    queue: str | None = None  # the upstream queue of a federated queue (default: same)
     max_hops: int = 1
     expires_ms: int | None = None
     message_ttl_ms: int | None = None
@@ -55,6 +57,7 @@ class Upstream:
             ack_mode=definition.get("ack-mode", "on-confirm"),
             trust_user_id=definition.get("trust-user-id", False),
             exchange=definition.get("exchange"),
+            queue=definition.get("queue"),
             max_hops=definition.get("max-hops", 1),
             expires_ms=definition.get("expires"),
             message_ttl_ms=definition.get("message-ttl"),
@@ -64,13 +67,16 @@ class Upstream:
 @dataclass(frozen=True, order=True)
 class LinkKey:
     vhost: str
-    exchange: str
+    exchange: str  # the federated exchange, or queue for a `queue` link
     upstream: str
+    kind: str = "exchange"  # exchange | queue
 
 
 @dataclass
 class LinkPlan:
     links: dict[LinkKey, Upstream] = field(default_factory=dict)
+    # queue links: the node that leads the queue (None: standalone or unplaced)
+    leaders: dict[LinkKey, str | None] = field(default_factory=dict)
     # (vhost, exchange) -> what its policy names that is not defined (for status)
     missing: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -90,24 +96,42 @@ def _members(state: MetadataState, vhost: str, policy: Mapping[str, Any]
             for m in members], None
 
 
+def _federated(policy: Any) -> bool:
+    return policy is not None and bool(policy.definition.keys() & {
+        "federation-upstream", "federation-upstream-set"})
+
+
+def _add_links(plan: LinkPlan, state: MetadataState, vhost: str, name: str, kind: str,
+               policy: Mapping[str, Any]) -> None:
+    members, missing = _members(state, vhost, policy)
+    for upstream, overrides in members:
+        definition = state.parameter(vhost, FEDERATION_UPSTREAM, upstream)
+        if not isinstance(definition, Mapping):
+            missing = f"upstream '{upstream}' is not defined"
+            continue
+        plan.links[LinkKey(vhost, name, upstream, kind)] = Upstream.of(
+            upstream, {**definition, **overrides})
+    if missing is not None:
+        plan.missing[(vhost, name)] = missing
+
+
 def plan_exchange_links(state: MetadataState) -> LinkPlan:
+    """The links of every federated exchange and queue (the name says its first use)."""
     plan = LinkPlan()
     for vhost in (v.name for v in state.vhosts()):
         for exchange in state.exchanges(vhost):
             policy = state.effective_policy(vhost, "exchange", exchange.name)
-            if policy is None or not (policy.definition.keys() & {
-                    "federation-upstream", "federation-upstream-set"}):
-                continue
-            members, missing = _members(state, vhost, policy.definition)
-            for name, overrides in members:
-                definition = state.parameter(vhost, FEDERATION_UPSTREAM, name)
-                if not isinstance(definition, Mapping):
-                    missing = f"upstream '{name}' is not defined"
-                    continue
-                plan.links[LinkKey(vhost, exchange.name, name)] = Upstream.of(
-                    name, {**definition, **overrides})
-            if missing is not None:
-                plan.missing[(vhost, exchange.name)] = missing
+            if _federated(policy):
+                assert policy is not None
+                _add_links(plan, state, vhost, exchange.name, "exchange", policy.definition)
+        for queue in state.queues(vhost):
+            policy = state.effective_policy(vhost, "queue", queue.name)
+            if _federated(policy) and queue.exclusive_owner is None:
+                assert policy is not None
+                _add_links(plan, state, vhost, queue.name, "queue", policy.definition)
+                for key in plan.links:
+                    if key.kind == "queue" and (key.vhost, key.exchange) == (vhost, queue.name):
+                        plan.leaders[key] = queue.leader_node
     return plan
 
 

@@ -38,8 +38,8 @@ class LinkStatus:
     def view(self, node: str) -> dict[str, Any]:
         assert self.key is not None
         view: dict[str, Any] = {
-            "node": node, "vhost": self.key.vhost, "exchange": self.key.exchange,
-            "upstream_exchange": self.upstream_exchange, "type": "exchange",
+            "node": node, "vhost": self.key.vhost, self.key.kind: self.key.exchange,
+            f"upstream_{self.key.kind}": self.upstream_exchange, "type": self.key.kind,
             "upstream": self.upstream, "uri": self.uri, "status": self.state,
             "timestamp": self.since_ms, "messages": self.messages,
         }

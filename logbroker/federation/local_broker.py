@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from logbroker.broker import Broker
 
 
+# What a consumer without a prefetch limit is taken to want at once.
+DEMAND_UNLIMITED = 1000
+
+
 class LocalBroker:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
@@ -31,6 +35,17 @@ class LocalBroker:
     async def publish(self, vhost: str, message: Message) -> bool:
         result = await self._broker.publisher.publish(vhost, message)
         return result.confirmed
+
+    def queue_demand(self, vhost: str, queue: str) -> int:
+        shell = self._broker.queue(vhost, queue)
+        if shell is None or shell.closed or shell.core.message_count > 0:
+            return 0
+        room = 0
+        for consumer in shell.core.roster.all():
+            if consumer.no_ack or consumer.prefetch_count == 0:
+                return DEMAND_UNLIMITED
+            room += max(0, consumer.prefetch_count - consumer.unacked)
+        return room
 
     def shovel_done(self, vhost: str, name: str) -> None:
         """Clear the finished shovel's parameter (through Raft in a cluster)."""

@@ -1,0 +1,128 @@
+"""`QueueLink`: one federated queue's link to one upstream queue: messages move where
+consumers wait.
+
+Theory of operation (RabbitMQ's federated queues). The link takes messages from the
+upstream queue (the same name, or the upstream's `queue`; declared durable there if
+missing) only while the local queue has consumers with room in their prefetch and
+no message of its own ready: that is the demand, asked of the local broker before
+every fetch. It then fetches up to the demand (and at most `prefetch-count`) with
+basic.get, publishes each to the local queue, and acks the upstream once the local
+publish is confirmed (`on-confirm`; `on-publish` acks first, `no-ack` fetches
+without acks). So a message moves, it is not copied; a local basic.get creates no
+demand; a kill -9 of either side loses nothing (what was not acked upstream is
+fetched again). Without demand, or with the upstream queue empty, the link looks
+again every `POLL_S`. Failures close the connection, are recorded in the status,
+and the link reconnects after `reconnect-delay`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable
+from typing import Protocol
+
+import aiormq
+from pamqp.commands import Basic
+
+from logbroker.federation.exchange_link import CONNECT_TIMEOUT_S, describe, redact
+from logbroker.federation.link_plan import LinkKey, Upstream
+from logbroker.federation.link_status import LinkStatus
+from logbroker.message import Message
+from segments.clock import Clock
+
+__all__ = ["LocalQueueSide", "QueueLink"]
+
+logger = logging.getLogger(__name__)
+POLL_S = 0.05
+
+
+class LocalQueueSide(Protocol):
+    def queue_demand(self, vhost: str, queue: str) -> int:
+        """How many messages the queue's consumers would take now (0 while it has
+        messages of its own ready, or no consumer with room)."""
+        ...
+
+    def publish(self, vhost: str, message: Message) -> Awaitable[bool]: ...
+
+
+class QueueLink:
+    def __init__(self, key: LinkKey, upstream: Upstream, local: LocalQueueSide,
+                 clock: Clock) -> None:
+        self.key = key
+        self.upstream = upstream
+        self._local = local
+        self._clock = clock
+        self.status = LinkStatus(key, upstream.name, self.upstream_queue, clock.wall_ms())
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def upstream_queue(self) -> str:
+        return self.upstream.queue or self.key.exchange
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def bindings_changed(self) -> None:
+        """A queue link has no bindings to follow."""
+
+    async def _run(self) -> None:
+        while True:
+            for uri in self.upstream.uris:
+                try:
+                    await self._session(uri)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:  # any failure: status, then reconnect
+                    self.status.failed(self._clock.wall_ms(), redact(uri), describe(error))
+                    logger.warning("federated queue %s/%s <- %s: %s", self.key.vhost,
+                                   self.key.exchange, self.upstream.name, describe(error))
+                await asyncio.sleep(self.upstream.reconnect_delay_s)
+
+    async def _session(self, uri: str) -> None:
+        self.status.starting(self._clock.wall_ms(), redact(uri))
+        async with asyncio.timeout(CONNECT_TIMEOUT_S):
+            connection = await aiormq.connect(uri)
+        try:
+            channel = await connection.channel()
+            await channel.queue_declare(self.upstream_queue, durable=True)
+            self.status.running(self._clock.wall_ms())
+            while True:
+                demand = min(self._local.queue_demand(self.key.vhost, self.key.exchange),
+                             self.upstream.prefetch_count)
+                moved = await self._fetch(channel, demand) if demand > 0 else 0
+                if moved == 0:
+                    if connection.is_closed:
+                        raise ConnectionError("the upstream closed the connection")
+                    await asyncio.sleep(POLL_S)
+        finally:
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+    async def _fetch(self, channel: aiormq.abc.AbstractChannel, demand: int) -> int:
+        """Move up to `demand` messages; how many moved (0: the upstream queue is empty)."""
+        no_ack = self.upstream.ack_mode == "no-ack"
+        for moved in range(demand):
+            got = await channel.basic_get(self.upstream_queue, no_ack=no_ack)
+            if not isinstance(got.delivery, Basic.GetOk):
+                return moved
+            tag = got.delivery.delivery_tag or 0
+            message = Message("", self.key.exchange, got.body, got.header.properties)
+            if self.upstream.ack_mode == "on-publish":
+                await channel.basic_ack(tag)
+                await self._local.publish(self.key.vhost, message)
+            elif await self._local.publish(self.key.vhost, message):
+                if not no_ack:
+                    await channel.basic_ack(tag)
+            else:  # refused here: the upstream keeps it
+                await channel.basic_nack(tag, requeue=True)
+                return moved
+            self.status.moved(1)
+        return demand

@@ -1,0 +1,102 @@
+"""Federated queues between real brokers: messages move to where consumers wait, and only
+then; a basic.get does not pull."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pika
+import pytest
+
+from tests.integration.conftest import BrokerProcess, start_broker, wait_for
+
+pytestmark = pytest.mark.slow
+GUEST = ("guest", "guest")
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[dict[str, BrokerProcess]]:
+    started = {name: start_broker(tmp_path / name, "--node-name", f"fq-{name}")
+               for name in ("a", "b")}
+    try:
+        yield started
+    finally:
+        for broker in started.values():
+            broker.stop()
+
+
+def federate_queue(downstream: BrokerProcess, upstream: BrokerProcess) -> None:
+    with httpx.Client(base_url=downstream.url, auth=GUEST, timeout=10) as http:
+        uri = f"amqp://guest:guest@127.0.0.1:{upstream.amqp_port}/%2F"
+        assert http.put("/api/parameters/federation-upstream/%2F/up",
+                        json={"value": {"uri": uri}}).status_code == 201
+        http.put("/api/queues/%2F/work", json={"durable": True})
+        assert http.put("/api/policies/%2F/fq", json={
+            "pattern": "^work$", "apply-to": "queues",
+            "definition": {"federation-upstream": "up"}}).status_code == 201
+        wait_for(lambda: [(x["queue"], x["status"]) for x in
+                          http.get("/api/federation-links").json()] == [("work", "running")],
+                 "the queue link to run", 20)
+
+
+def depth(broker: BrokerProcess) -> int:
+    return int(httpx.get(f"{broker.url}/api/queues/%2F/work", auth=GUEST).json()["messages"])
+
+
+def publish(broker: BrokerProcess, count: int, prefix: str = "w") -> None:
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", broker.amqp_port)) as c:
+        channel = c.channel()
+        channel.queue_declare("work", durable=True)
+        channel.confirm_delivery()
+        for index in range(count):
+            channel.basic_publish("", "work", f"{prefix}{index}".encode(),
+                                  pika.BasicProperties(delivery_mode=2))
+
+
+def test_messages_move_only_to_where_consumers_wait(pair: dict[str, BrokerProcess]) -> None:
+    a, b = pair["a"], pair["b"]
+    publish(a, 100)
+    federate_queue(b, a)
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.amqp_port)) as c:
+        channel = c.channel()
+        assert channel.basic_get("work")[0] is None  # a basic.get makes no demand
+        time.sleep(1)
+        assert (depth(a), depth(b)) == (100, 0)  # no consumer downstream: nothing moves
+        channel.basic_qos(prefetch_count=10)
+        bodies: list[bytes] = []
+        for method, _properties, body in channel.consume("work", inactivity_timeout=10):
+            if method is None:
+                break
+            bodies.append(body)
+            channel.basic_ack(method.delivery_tag)
+            if len(bodies) == 100:
+                break
+        channel.cancel()
+    assert sorted(bodies) == sorted(f"w{index}".encode() for index in range(100))
+    wait_for(lambda: depth(a) == 0, "the upstream queue to be empty (moved, not copied)", 10)
+    with httpx.Client(base_url=b.url, auth=GUEST) as http:
+        [link] = http.get("/api/federation-links").json()
+    assert link["type"] == "queue" and link["messages"] == 100
+
+
+def test_a_local_backlog_is_served_before_anything_moves(pair: dict[str, BrokerProcess]) -> None:
+    a, b = pair["a"], pair["b"]
+    publish(a, 20)
+    publish(b, 5, prefix="own")
+    federate_queue(b, a)
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.amqp_port)) as c:
+        channel = c.channel()
+        channel.basic_qos(prefetch_count=1)
+        first = []
+        for method, _properties, body in channel.consume("work", inactivity_timeout=10):
+            assert method is not None
+            first.append(body)
+            channel.basic_ack(method.delivery_tag)
+            if len(first) == 5:
+                break
+        channel.cancel()
+    assert sorted(first) == sorted(f"own{index}".encode() for index in range(5))
+    assert depth(a) >= 15  # a few may have moved once b's backlog ran out, not before
