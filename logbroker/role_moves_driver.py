@@ -156,8 +156,10 @@ class RoleMovesDriver:
 
     def catch_up(self) -> None:
         """The metadata may be current now: make the moves that waited for it."""
-        for key in self.core.catch_up(self._ports.current()):
-            self.sync(key)
+        def run() -> None:
+            for key in self.core.catch_up(self._ports.current()):
+                self.sync(key)  # each runs after this call, in order
+        self._calls.run(run)
 
     def sync_all(self) -> None:
         """After a snapshot or at start: every queue this node leads, follows or has open,
