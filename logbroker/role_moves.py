@@ -217,9 +217,6 @@ class RoleMoves:
     def moving(self, key: Key) -> bool:
         return key in self._moves
 
-    def moves(self) -> set[Key]:
-        return set(self._moves)
-
     # ---------------------------------------------------------------- events
 
     def sync(self, key: Key, record: QueueRecord | None, holding: Holding, current: bool
