@@ -348,7 +348,7 @@ class Broker:
         gate = shell.replication if shell is not None else None
         if self.roles is not None and not self.roles.current:
             # Not dropped: the queue's move waits until the metadata is current, and
-            # then hands the record's in-sync set to the gate (ReplicaRoles._move).
+            # then hands the record's in-sync set to the gate (RoleMoves: HandInSync).
             self.roles.sync(event.queue.vhost, event.queue.name)
             return
         if gate is not None and gate.leader.epoch == event.queue.epoch:

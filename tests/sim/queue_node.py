@@ -7,12 +7,14 @@ order, refusals ignored (the same on every node), as `ReplicatedMetadata`
 does (`ClusterNode._applied` runs inside the state machine's `apply`: the
 driver's applied index moves after it, and `applying_index` names the entry
 being applied). On the same file system it keeps each replicated queue as a
-`LeaderReplica` or a follower replica, moved between the two by `NodeRoles`
-(queue_roles.py, `ReplicaRoles`): a queue's record changed, `sync`; after
-every applied command and on every beat, `catch_up` (moves wait while the
-metadata is not current, `_metadata_current`). `QueueInSyncChanged` goes to
-the gate of the same epoch, and only while the metadata is current
-(`Broker._in_sync_changed`).
+`LeaderReplica` or a follower replica, moved between the two by the shipped
+`RoleMovesDriver` and its `RoleMoves` core over the simulated ports of
+roles_ports.py, as `ReplicaRoles` runs them: a queue's record changed,
+`sync`; after every applied command and on every beat, `catch_up` (moves
+wait while the metadata is not current, `metadata_current`).
+`QueueInSyncChanged` goes to the gate of the same epoch while the metadata
+is current; otherwise the queue's move waits, and hands the record's in-sync
+set over once it is (`Broker._in_sync_changed`).
 
 Replication is the shipped code: the followers are the `FollowerFetchDriver`
 and its `FollowerFetch` cores, and the leader side (fetches answered, long
@@ -63,6 +65,8 @@ from logbroker.metadata import (
     hash_password,
 )
 from logbroker.metadata.events import Event
+from logbroker.role_moves import RoleMoves
+from logbroker.role_moves_driver import RoleMovesDriver
 from replication.queue.failover import ReplicaStatus
 from replication.queue.fetch_protocol import FetchAnswer
 from replication.queue.follower_fetch import FetchTiming
@@ -105,7 +109,7 @@ from tests.sim.queue_ports import (
     SimParking,
     SimTimers,
 )
-from tests.sim.queue_roles import NodeRoles
+from tests.sim.roles_ports import SimRolePorts
 from tests.sim.sim_ports import (
     SimControllerPorts,
     SimProposalPorts,
@@ -174,7 +178,7 @@ class QueueNode:
         self.proposals = self._proposals()
         self.applied_index = 0  # the Raft driver's (its Applier's)
         self.applying_index = 0  # ReplicatedMetadata's: the entry being applied
-        self.roles = NodeRoles(self, self._metadata_current)
+        self.roles = self._roles()
         self.read_index = ReadIndex()
         self._next_beat = 0
         self.isolation = Isolation(config.session_timeout, 0)
@@ -236,6 +240,12 @@ class QueueNode:
         return ProposalDriver(MetadataProposals(PROPOSE_TIMEOUT, PROPOSE_RETRY),
                               self._proposal_ports, SimClock(self.world))
 
+    def _roles(self) -> RoleMovesDriver:
+        """The shipped roles core and driver, over this node's simulated ports."""
+        return RoleMovesDriver(RoleMoves(self.id), SimRolePorts(self), SimClock(self.world),
+                               lambda level, text: self.log(f"{self.id} roles: {text}"),
+                               self.world.stats)
+
     @property
     def elections(self) -> int:
         return self.controller.core.failover.elections
@@ -247,7 +257,7 @@ class QueueNode:
                              random.Random(self.world.rng.random()), restored)
         self.state = MetadataState()  # rebuilt from the log (no compaction here)
         self.applied_index = self.applying_index = 0
-        self.roles = NodeRoles(self, self._metadata_current)
+        self.roles = self._roles()
         self.read_index = ReadIndex()
         self.started_at = self.now
         self.controller = self._controller()
@@ -264,6 +274,7 @@ class QueueNode:
         self.proposals.stop()
         self.proposals = self._proposals()
         self.controller.stop()
+        self.roles.stop()  # a proposal answered after the crash reaches no move
         self.raft = self.storage = None
         self.restart_at = restart_at
 
@@ -327,14 +338,14 @@ class QueueNode:
                     self.log(f"{self.id} ignores in sync {list(event.queue.in_sync)} for "
                              f"{event.queue.name}: metadata not current (applied "
                              f"{self.applying_index}, commit {self._commit_index()})")
-                    self.roles.in_sync_ignored(event.queue.name)
+                    self.roles.sync((VHOST, event.queue.name))
             elif isinstance(event, QueueDeclared | QueuePlacementChanged):
-                self.roles.sync(event.queue.name)
+                self.roles.sync((VHOST, event.queue.name))
 
     def _commit_index(self) -> int:
         return self.raft.commit_index if self.raft is not None else 0
 
-    def _metadata_current(self) -> bool:
+    def metadata_current(self) -> bool:
         """ClusterNode._metadata_current: the shipped `ReadIndex` decides."""
         position = self._raft_position()
         return position is not None and self.read_index.current(position)
@@ -395,6 +406,9 @@ class QueueNode:
     def _leader_at(self, key: Key) -> LeaderAt | None:
         record = self.state.queue(*key)
         return LeaderAt(record.leader_node, record.epoch) if record is not None else None
+
+    def following(self) -> set[Key]:
+        return self.followers.following()
 
     def follow(self, queue: str) -> None:
         self.followers.follow((VHOST, queue))

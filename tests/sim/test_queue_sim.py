@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+import logbroker.role_moves
 import replication.queue.failover
 from replication.queue.failover import Promotion, ReplicaStatus
 from replication.queue.replication_leader import ReplicationLeader
@@ -79,7 +80,18 @@ def promote_the_shortest_copy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     yield
 
 
-@pytest.mark.parametrize("mutant", ["leader_alone_confirms", "promote_the_shortest_copy"])
+@pytest.fixture
+def open_trusting_the_whole_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The roles open a new leader as if its whole log were committed, whatever high
+    watermark its follower replica knew (its divergent tail becomes committed)."""
+    real = logbroker.role_moves.OpenLeader
+    monkeypatch.setattr(logbroker.role_moves, "OpenLeader",
+                        lambda key, high_watermark: real(key, 2 ** 62))
+    yield
+
+
+@pytest.mark.parametrize("mutant", ["leader_alone_confirms", "promote_the_shortest_copy",
+                                     "open_trusting_the_whole_log"])
 def test_the_checkers_catch_a_broken_core(mutant: str, request: pytest.FixtureRequest) -> None:
     request.getfixturevalue(mutant)
     caught = 0

@@ -50,7 +50,7 @@ def test_export_then_import_into_a_fresh_broker_gives_the_same_document() -> Non
 def test_rabbitmq_style_entries_load() -> None:
     document = {
         "rabbit_version": "3.12.4", "global_parameters": [],
-        "parameters": [{"value": {"src-uri": "amqp://"}, "vhost": "v", "component": "shovel",
+        "parameters": [{"value": {"x": 1}, "vhost": "v", "component": "some-plugin",
                         "name": "a-plugin-we-do-not-have"},
                        {"value": {"uri": "amqp://up"}, "vhost": "v",
                         "component": "federation-upstream", "name": "up"}],
@@ -66,7 +66,7 @@ def test_rabbitmq_style_entries_load() -> None:
     assert [u.tags for u in users] == [("administrator", "management"), ("monitoring",)]
     assert not any(isinstance(c, Bind) for c in commands)  # default-exchange bindings
     assert [(c.component, c.name) for c in commands if isinstance(c, SetParameter)] == [
-        ("federation-upstream", "up")]  # the shovel parameter is skipped
+        ("federation-upstream", "up")]  # the unknown plugin's parameter is skipped
 
 
 @pytest.mark.parametrize(("document", "where"), [
