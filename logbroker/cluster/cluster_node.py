@@ -62,8 +62,8 @@ from logbroker.cluster.leader_lease import LeaderLease, quorum_heard_ms
 from logbroker.cluster.liveness import NodeAddress
 from logbroker.cluster.queue_failover import QueueFailover
 from logbroker.cluster.queue_followers import QueueFollowers
-from logbroker.cluster.queue_handover import QueueHandover
-from logbroker.cluster.queue_host import QueueHost
+from logbroker.cluster.queue_handover import HandoverPorts, QueueHandover
+from logbroker.cluster.queue_host import HostPorts, QueueHost
 from logbroker.cluster.read_index import AskReadIndex, RaftPosition, ReadIndex
 from logbroker.cluster.remote_queue import RemoteQueueRegistry
 from logbroker.cluster.replica_feed import ReplicaFeed
@@ -118,17 +118,22 @@ class ClusterNode:
             settings.node_name, self.rpc, lambda: self.metadata.state,
             self.transport.is_connected, lambda: self.driver.applied_index,
             settings.proposal_timeout_s))
-        self.queue_host = QueueHost(self)
+        self.started_ms = clock.wall_ms()  # the failover rule prefers the longest running node
+        self.queue_host = QueueHost(HostPorts(
+            settings.node_name, self.rpc, lambda: self.broker, lambda: self.metadata.state,
+            self._wait_applied, self.started_ms))
         self.followers = QueueFollowers(
             settings.node_name, self.rpc, lambda v, n: self.metadata.state.queue(v, n),
             self.fs, lambda v, n: self.broker.queue_directory(v, n))
         self.feed = ReplicaFeed(
             settings.node_name, self.rpc, lambda: self.broker, self.metadata.propose,
             self.followers.copy_status, lambda: self.started_ms)
-        self.handover = QueueHandover(self)
+        self.handover = QueueHandover(HandoverPorts(
+            settings.node_name, self.rpc, lambda: self.broker, lambda: self.metadata.state,
+            self.metadata.propose, self.transport.connected_peers, lambda: self.failover,
+            clock))
         self._timers = LoopTimers(clock)
         self.controller = self._build_controller()
-        self.started_ms = clock.wall_ms()  # the failover rule prefers the longest running node
         # Monotonic: a process that was stopped must see the silence it slept through.
         self.isolation = Isolation(settings.session_timeout_ms, clock.monotonic_ms())
         # Raft's read index: this node's metadata is current once it has applied as much
@@ -287,6 +292,12 @@ class ClusterNode:
             gate = shell.replication
             if gate is not None and node in gate.leader.members:
                 gate.leader.follower_down(node)
+
+    async def _wait_applied(self, index: int) -> None:
+        """Return once this node applied the metadata log up to `index`."""
+        driver = self.driver
+        if driver.applied_index < index:
+            await driver.wait_applied(index, self.settings.proposal_timeout_s)
 
     def _metadata_current(self) -> bool:
         """Whether this node's applied metadata is as new as the cluster's (`ReadIndex`)."""
