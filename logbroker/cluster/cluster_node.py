@@ -23,6 +23,9 @@ deliver only while this node has heard the Raft leader (or, as the Raft
 leader, a majority of the voters) within `lease_ms`, well below the time the
 controller takes to declare the node down; a lapsed lease comes back only
 after a read-index round trip (or a fresh quorum) started after the lapse.
+The pure `LeaseKeeper` (lease_keeper.py) decides all of it from the Raft
+messages stepped here, the reads at delivery and on the beat, and the answers
+to the read-index questions it asks; this node only carries them out.
 
 Membership (`ClusterMembership`): joining and removing nodes are Raft
 single-server configuration changes run by the leader; other nodes forward
@@ -58,7 +61,7 @@ from logbroker.cluster.controller_ports import (
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarding_port import ForwardingPort
 from logbroker.cluster.isolation import Isolation
-from logbroker.cluster.leader_lease import LeaderLease, quorum_heard_ms
+from logbroker.cluster.lease_keeper import AskLeaseProof, LeaseKeeper, LeaseRaft
 from logbroker.cluster.liveness import NodeAddress
 from logbroker.cluster.queue_failover import QueueFailover
 from logbroker.cluster.queue_followers import QueueFollowers
@@ -139,9 +142,10 @@ class ClusterNode:
         # Raft's read index: this node's metadata is current once it has applied as much
         # as the leader said it committed.
         self.read_index = ReadIndex()
-        self.lease = LeaderLease(settings.lease_ms, clock.monotonic_ms())
-        self._voter_heard: dict[str, int] = {}  # as Raft leader: when each voter was heard
-        self._regaining = False
+        self.lease_keeper = LeaseKeeper(settings.node_name, settings.lease_ms,
+                                        clock.monotonic_ms(),
+                                        retry_ms=max(1, int(settings.raft_tick_s * 1000)))
+        self._lease_recheck = False  # a timer to read a lapsed lease again is set
         self.rpc.on_notice("cluster.heartbeat", self._heard)
         self.rpc.handle("metadata.read_index", self._read_index)
 
@@ -389,7 +393,7 @@ class ClusterNode:
 
     def _role_changed(self, soft: SoftState) -> None:
         self.isolation.heard(self.clock.monotonic_ms())  # a new term: from now
-        self._voter_heard.clear()  # what voters said in an earlier term proves nothing now
+        self.lease_keeper.term_changed()
         self.read_index.leader_changed()  # ask the new leader, at once
         self._ask_read_index()
         if soft.role is not Role.LEADER:
@@ -414,16 +418,16 @@ class ClusterNode:
 
     # ---------------------------------------------------------- leader lease
 
-    def _lease_heard(self, message: Message) -> None:
-        """A Raft message was stepped: renew the lease if it came from the authority."""
+    def _lease_raft(self) -> LeaseRaft:
         driver = self.driver
-        now = self.clock.monotonic_ms()
-        if driver.is_leader:
-            # Only answers in the leader's own term count: a newer term has demoted us.
-            if message.term == driver.term and message.source in driver.membership.voters:
-                self._voter_heard[message.source] = now
-        elif message.source == driver.leader_id:
-            self.lease.renew(now)
+        return LeaseRaft(driver.leader_id, driver.is_leader, driver.term,
+                         driver.membership.voters)
+
+    def _lease_heard(self, message: Message) -> None:
+        """A Raft message was stepped: it may renew (or, as leader, restore) the lease."""
+        if self.lease_keeper.heard(message.source, message.term, self._lease_raft(),
+                                   self.clock.monotonic_ms()):
+            self._lease_restored()
 
     def _may_deliver(self, vhost: str, name: str, epoch: int) -> bool:
         """Whether this node's leader of `name` at `epoch` may deliver now: the metadata
@@ -434,57 +438,48 @@ class ClusterNode:
         return self._lease_valid()
 
     def _lease_valid(self) -> bool:
-        lease = self.lease
-        now = self.clock.monotonic_ms()
-        driver = self._driver
-        if driver is not None and driver.is_leader:
-            voters = sorted(driver.membership.voters | {self.node_name})
-            quorum = quorum_heard_ms(voters, self.node_name, self._voter_heard, now)
-            if quorum is not None:
-                if lease.lapsed and lease.quorum_proves(quorum):
-                    self._lease_restored(now)
-                lease.renew(quorum)
-        was_lapsed = lease.lapsed
-        valid = lease.valid(now)
-        if not valid and not was_lapsed:
+        """Read the lease now (`LeaseKeeper.check`) and carry out what it decides."""
+        if self._driver is None:
+            return self.lease_keeper.lease.valid(self.clock.monotonic_ms())
+        raft = self._lease_raft()
+        verdict = self.lease_keeper.check(raft, self.clock.monotonic_ms())
+        if verdict.lapsed_now:
             logger.warning("cluster node %s: leader lease lapsed (nothing heard from the "
                            "%s for %d ms); replicated queues led here deliver nothing "
                            "until the metadata is confirmed current", self.node_name,
-                           "voters" if driver is not None and driver.is_leader
-                           else "controller", now - lease.renewed_ms)
-        if lease.lapsed and not self._regaining:
-            self._regaining = True
-            self._spawn(self._regain_lease())
-        return valid
+                           "voters" if raft.leading else "controller", verdict.silent_ms)
+        if verdict.restored:
+            self._lease_restored()
+        if verdict.ask is not None:
+            self._spawn(self._prove_lease(verdict.ask))
+        if verdict.check_again_ms is not None and not self._lease_recheck:
+            self._lease_recheck = True
+            self._timers.call_at(verdict.check_again_ms, self._lease_rechecked)
+        return verdict.valid
 
-    async def _regain_lease(self) -> None:
-        """Restore a lapsed lease once a read index asked after the lapse is applied
-        here (the Raft leader restores it from a fresh quorum in `_lease_valid`)."""
+    def _lease_rechecked(self) -> None:
+        self._lease_recheck = False
+        self._lease_valid()
+
+    async def _prove_lease(self, ask: AskLeaseProof) -> None:
+        """Carry out `AskLeaseProof`: the leader's read index, applied here."""
+        settings = self.settings
+        applied = False
         try:
-            while self.lease.lapsed:
-                driver = self.driver
-                leader = driver.leader_id
-                if leader is None or driver.is_leader:
-                    await asyncio.sleep(self.settings.raft_tick_s)
-                    self._lease_valid()  # the Raft leader's quorum check
-                    continue
-                started = self.clock.monotonic_ms()
-                try:
-                    answer = await self.rpc.call(leader, Envelope("metadata.read_index"),
-                                                 self.settings.lease_ms / 1000)
-                    await driver.wait_applied(int(answer.header["commit"]),
-                                              self.settings.proposal_timeout_s)
-                except (BrokerError, TimeoutError):
-                    await asyncio.sleep(self.settings.raft_tick_s)
-                    continue
-                if driver.leader_id == leader and self.lease.restore_proven_by(started):
-                    self._lease_restored(self.clock.monotonic_ms())
-        finally:
-            self._regaining = False
+            answer = await self.rpc.call(ask.leader, Envelope("metadata.read_index"),
+                                         settings.lease_ms / 1000)
+            await self.driver.wait_applied(int(answer.header["commit"]),
+                                           settings.proposal_timeout_s)
+            applied = True
+        except Exception as error:  # any failure: the keeper asks again
+            logger.debug("leader lease proof from %s failed: %s", ask.leader, error)
+        if self.lease_keeper.proved(ask.request, self.driver.leader_id, applied,
+                                    self.clock.monotonic_ms()):
+            self._lease_restored()
+        self._lease_valid()  # the next question, or the timer to ask it
 
-    def _lease_restored(self, now_ms: int) -> None:
+    def _lease_restored(self) -> None:
         logger.info("cluster node %s: leader lease restored", self.node_name)
-        self.lease.restore(now_ms)
         for shell in self.broker.all_queues():
             if shell.capabilities().replicated:
                 shell.schedule_pump()  # what waited for the lease
