@@ -120,7 +120,7 @@ class ClusterNode:
         self.remote_queues = RemoteQueueRegistry(ForwardingPort(
             settings.node_name, self.rpc, lambda: self.metadata.state,
             self.transport.is_connected, lambda: self.driver.applied_index,
-            settings.proposal_timeout_s))
+            settings.proposal_timeout_s, clock))
         self.started_ms = clock.wall_ms()  # the failover rule prefers the longest running node
         self.queue_host = QueueHost(HostPorts(
             settings.node_name, self.rpc, lambda: self.broker, lambda: self.metadata.state,
@@ -189,7 +189,8 @@ class ClusterNode:
         self.fs.makedirs(self.config.data_dir)
         founding = EMPTY_MEMBERSHIP if settings.join else desired_roles(
             sorted({settings.node_name, *(peer.name for peer in settings.peers)}))
-        broker = Broker(self.config, self.fs, self.metadata, proposer=self.metadata.propose)
+        broker = Broker(self.config, self.fs, self.metadata, proposer=self.metadata.propose,
+                        clock=self.clock)
         broker.remote = self.remote_queues
         broker.placer = self._place
         broker.may_deliver = self._may_deliver
