@@ -34,7 +34,6 @@ the request to it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -113,7 +112,6 @@ class ClusterNode:
         self._driver: RaftDriver | None = None
         self._broker: Broker | None = None
         self.tasks = TaskSet()
-        self._heartbeat: asyncio.Future[None] | None = None
         self.membership = ClusterMembership(
             settings.node_name, self.rpc, self.metadata, lambda: self.driver,
             self.transport.connected_peers, self.address, settings.proposal_timeout_s, clock)
@@ -211,7 +209,7 @@ class ClusterNode:
         self._driver.start()
         broker.start_background()
         self.feed.start()
-        self._heartbeat = asyncio.ensure_future(self._heartbeat_loop())
+        self._timers.call_at(self.clock.monotonic_ms(), self._pulse)  # the first beat
         if settings.join:
             self._spawn(self.membership.join_through(settings.others()))
         logger.info("cluster node %s: cluster port %d, founding members %s", settings.node_name,
@@ -224,10 +222,8 @@ class ClusterNode:
                 await self.handover.hand_over_all()
             except Exception as error:  # stopping goes on regardless
                 logger.warning("shutdown handover incomplete: %s", error)
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
         self.controller.stop()
-        self._timers.cancel_all()
+        self._timers.cancel_all()  # the controller's, the beat, a lapsed lease's reading
         await self.tasks.cancel_all()
         await self.feed.stop()
         await self.rpc.close()
@@ -491,12 +487,12 @@ class ClusterNode:
             peer, str(header["host"]), int(header["cluster_port"]), int(header["amqp_port"]),
             int(header["http_port"])))
 
-    async def _heartbeat_loop(self) -> None:
-        interval_s = self.settings.heartbeat_ms / 1000
-        while True:
-            with contextlib.suppress(Exception):
-                self._beat()
-            await asyncio.sleep(interval_s)
+    def _pulse(self) -> None:
+        """The node's beat, every `heartbeat_ms` of the clock until the node stops."""
+        with contextlib.suppress(Exception):  # the next beat tries again
+            self._beat()
+        self._timers.call_at(self.clock.monotonic_ms() + self.settings.heartbeat_ms,
+                             self._pulse)
 
     def _beat(self) -> None:
         address = self.address()
