@@ -25,7 +25,9 @@ controller takes to declare the node down; a lapsed lease comes back only
 after a read-index round trip (or a fresh quorum) started after the lapse.
 The pure `LeaseKeeper` (lease_keeper.py) decides all of it from the Raft
 messages stepped here, the reads at delivery and on the beat, and the answers
-to the read-index questions it asks; this node only carries them out.
+to the read-index questions it asks; a `LeaseDriver` (lease_driver.py) carries
+its verdicts out over ports this node gives it (the read index asked in a
+task, a timer on the clock, the pumps of the replicated queues).
 
 Membership (`ClusterMembership`): joining and removing nodes are Raft
 single-server configuration changes run by the leader; other nodes forward
@@ -38,7 +40,7 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from logbroker.broker import Broker
@@ -60,7 +62,8 @@ from logbroker.cluster.controller_ports import (
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarding_port import ForwardingPort
 from logbroker.cluster.isolation import Isolation
-from logbroker.cluster.lease_keeper import AskLeaseProof, LeaseKeeper, LeaseRaft
+from logbroker.cluster.lease_driver import LeaseDriver, LeasePorts
+from logbroker.cluster.lease_keeper import LeaseKeeper, LeaseRaft
 from logbroker.cluster.liveness import NodeAddress
 from logbroker.cluster.queue_failover import QueueFailover
 from logbroker.cluster.queue_followers import QueueFollowers
@@ -140,10 +143,7 @@ class ClusterNode:
         # Raft's read index: this node's metadata is current once it has applied as much
         # as the leader said it committed.
         self.read_index = ReadIndex()
-        self.lease_keeper = LeaseKeeper(settings.node_name, settings.lease_ms,
-                                        clock.monotonic_ms(),
-                                        retry_ms=max(1, int(settings.raft_tick_s * 1000)))
-        self._lease_recheck = False  # a timer to read a lapsed lease again is set
+        self.lease = self._build_lease()
         self.rpc.on_notice("cluster.heartbeat", self._heard)
         self.rpc.handle("metadata.read_index", self._read_index)
 
@@ -192,7 +192,7 @@ class ClusterNode:
         broker.remote = self.remote_queues
         broker.placer = self._place
         broker.may_deliver = self._may_deliver
-        broker.lease_holds = self._lease_valid
+        broker.lease_holds = self.lease.holds
         broker.use_replicas(self.followers, self._metadata_current)
         self._broker = broker
         self.metadata.on_applied = self._applied
@@ -265,7 +265,7 @@ class ClusterNode:
             if message.source == self._driver.leader_id:
                 self.isolation.heard(self.clock.monotonic_ms())
             self._driver.step(message)
-            self._lease_heard(message)
+            self.lease.heard(message.source, message.term)
 
     def _peer_changed(self, peer: str, connected: bool) -> None:
         if connected:
@@ -390,7 +390,7 @@ class ClusterNode:
 
     def _role_changed(self, soft: SoftState) -> None:
         self.isolation.heard(self.clock.monotonic_ms())  # a new term: from now
-        self.lease_keeper.term_changed()
+        self.lease.term_changed()
         self.read_index.leader_changed()  # ask the new leader, at once
         self._ask_read_index()
         if soft.role is not Role.LEADER:
@@ -415,16 +415,20 @@ class ClusterNode:
 
     # ---------------------------------------------------------- leader lease
 
-    def _lease_raft(self) -> LeaseRaft:
-        driver = self.driver
+    def _build_lease(self) -> LeaseDriver:
+        settings = self.settings
+        keeper = LeaseKeeper(settings.node_name, settings.lease_ms, self.clock.monotonic_ms(),
+                             retry_ms=max(1, int(settings.raft_tick_s * 1000)))
+        return LeaseDriver(keeper, LeasePorts(
+            self._lease_raft, self._prove_lease, self._timers.call_at, self._lease_restored),
+            self.clock)
+
+    def _lease_raft(self) -> LeaseRaft | None:
+        driver = self._driver
+        if driver is None:
+            return None
         return LeaseRaft(driver.leader_id, driver.is_leader, driver.term,
                          driver.membership.voters)
-
-    def _lease_heard(self, message: Message) -> None:
-        """A Raft message was stepped: it may renew (or, as leader, restore) the lease."""
-        if self.lease_keeper.heard(message.source, message.term, self._lease_raft(),
-                                   self.clock.monotonic_ms()):
-            self._lease_restored()
 
     def _may_deliver(self, vhost: str, name: str, epoch: int) -> bool:
         """Whether this node's leader of `name` at `epoch` may deliver now: the metadata
@@ -432,51 +436,26 @@ class ClusterNode:
         record = self.metadata.state.queue(vhost, name)
         if record is None or record.leader_node != self.node_name or record.epoch != epoch:
             return False
-        return self._lease_valid()
+        return self.lease.holds()
 
-    def _lease_valid(self) -> bool:
-        """Read the lease now (`LeaseKeeper.check`) and carry out what it decides."""
-        if self._driver is None:
-            return self.lease_keeper.lease.valid(self.clock.monotonic_ms())
-        raft = self._lease_raft()
-        verdict = self.lease_keeper.check(raft, self.clock.monotonic_ms())
-        if verdict.lapsed_now:
-            logger.warning("cluster node %s: leader lease lapsed (nothing heard from the "
-                           "%s for %d ms); replicated queues led here deliver nothing "
-                           "until the metadata is confirmed current", self.node_name,
-                           "voters" if raft.leading else "controller", verdict.silent_ms)
-        if verdict.restored:
-            self._lease_restored()
-        if verdict.ask is not None:
-            self._spawn(self._prove_lease(verdict.ask))
-        if verdict.check_again_ms is not None and not self._lease_recheck:
-            self._lease_recheck = True
-            self._timers.call_at(verdict.check_again_ms, self._lease_rechecked)
-        return verdict.valid
+    def _prove_lease(self, leader: str, on_done: Callable[[bool], None]) -> None:
+        self._spawn(self._read_index_applied(leader, on_done))
 
-    def _lease_rechecked(self) -> None:
-        self._lease_recheck = False
-        self._lease_valid()
-
-    async def _prove_lease(self, ask: AskLeaseProof) -> None:
-        """Carry out `AskLeaseProof`: the leader's read index, applied here."""
+    async def _read_index_applied(self, leader: str, on_done: Callable[[bool], None]) -> None:
+        """The lease's proof: `leader`'s read index, applied here."""
         settings = self.settings
-        applied = False
         try:
-            answer = await self.rpc.call(ask.leader, Envelope("metadata.read_index"),
+            answer = await self.rpc.call(leader, Envelope("metadata.read_index"),
                                          settings.lease_ms / 1000)
             await self.driver.wait_applied(int(answer.header["commit"]),
                                            settings.proposal_timeout_s)
-            applied = True
         except Exception as error:  # any failure: the keeper asks again
-            logger.debug("leader lease proof from %s failed: %s", ask.leader, error)
-        if self.lease_keeper.proved(ask.request, self.driver.leader_id, applied,
-                                    self.clock.monotonic_ms()):
-            self._lease_restored()
-        self._lease_valid()  # the next question, or the timer to ask it
+            logger.debug("leader lease proof from %s failed: %s", leader, error)
+            on_done(False)
+            return
+        on_done(True)
 
     def _lease_restored(self) -> None:
-        logger.info("cluster node %s: leader lease restored", self.node_name)
         for shell in self.broker.all_queues():
             if shell.capabilities().replicated:
                 shell.schedule_pump()  # what waited for the lease
@@ -497,7 +476,7 @@ class ClusterNode:
     def _beat(self) -> None:
         address = self.address()
         self._check_isolation()
-        self._lease_valid()  # notices a lapse even with nothing to deliver
+        self.lease.holds()  # notices a lapse even with nothing to deliver
         self._ask_read_index()
         if self.broker.roles is not None:
             self.broker.roles.catch_up()
