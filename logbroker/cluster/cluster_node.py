@@ -16,7 +16,8 @@ beat every `heartbeat_ms`. Metadata proposals are `ReplicatedMetadata`'s
 (its `MetadataProposals` core). Two more rules are pure objects this node
 asks on every beat: `Isolation` (the queues led here stop taking writes while
 the Raft leader is silent for the session timeout) and `ReadIndex` (whether
-the applied metadata is current, from the leader's commit index).
+the applied metadata is current, from the leader's commit index), which a
+`ReadIndexDriver` (read_index_driver.py) runs over this node's ports.
 
 Leader lease (`LeaderLease`, leader_lease.py): the replicated queues led here
 deliver only while this node has heard the Raft leader (or, as the Raft
@@ -69,7 +70,8 @@ from logbroker.cluster.queue_failover import QueueFailover
 from logbroker.cluster.queue_followers import QueueFollowers
 from logbroker.cluster.queue_handover import HandoverPorts, QueueHandover
 from logbroker.cluster.queue_host import HostPorts, QueueHost
-from logbroker.cluster.read_index import AskReadIndex, RaftPosition, ReadIndex
+from logbroker.cluster.read_index import RaftPosition, ReadIndex
+from logbroker.cluster.read_index_driver import ReadIndexDriver, ReadIndexPorts
 from logbroker.cluster.remote_queue import RemoteQueueRegistry
 from logbroker.cluster.replica_feed import ReplicaFeed
 from logbroker.cluster.replicated_metadata import ReplicatedMetadata
@@ -94,6 +96,7 @@ from segments.filesystem import FileSystem, RealFileSystem
 
 logger = logging.getLogger(__name__)
 _PEER_EVENTS = (ClusterNodeAdded, ClusterNodeUpdated, ClusterNodeRemoved)
+READ_INDEX_TIMEOUT_S = 2.0  # the question on a restart or a new term, asked again if lost
 
 
 class ClusterNode:
@@ -142,7 +145,8 @@ class ClusterNode:
         self.isolation = Isolation(settings.session_timeout_ms, clock.monotonic_ms())
         # Raft's read index: this node's metadata is current once it has applied as much
         # as the leader said it committed.
-        self.read_index = ReadIndex()
+        self.read_index = ReadIndexDriver(ReadIndex(), ReadIndexPorts(
+            self._raft_position, self._ask_commit, self._metadata_confirmed))
         self.lease = self._build_lease()
         self.rpc.on_notice("cluster.heartbeat", self._heard)
         self.rpc.handle("metadata.read_index", self._read_index)
@@ -193,7 +197,7 @@ class ClusterNode:
         broker.placer = self._place
         broker.may_deliver = self._may_deliver
         broker.lease_holds = self.lease.holds
-        broker.use_replicas(self.followers, self._metadata_current)
+        broker.use_replicas(self.followers, self.read_index.current)
         self._broker = broker
         self.metadata.on_applied = self._applied
         self.metadata.on_restored = self._restored
@@ -300,11 +304,6 @@ class ClusterNode:
         if driver.applied_index < index:
             await driver.wait_applied(index, self.settings.proposal_timeout_s)
 
-    def _metadata_current(self) -> bool:
-        """Whether this node's applied metadata is as new as the cluster's (`ReadIndex`)."""
-        position = self._raft_position()
-        return position is not None and self.read_index.current(position)
-
     def _raft_position(self) -> RaftPosition | None:
         driver = self._driver
         if driver is None:
@@ -320,23 +319,23 @@ class ClusterNode:
                               "read index: not a leader with its term committed")
         return Envelope("ok", {"commit": driver.commit_index})
 
-    def _ask_read_index(self) -> None:
-        position = self._raft_position()
-        question = self.read_index.want(position) if position is not None else None
-        if question is not None:
-            self._spawn(self._confirm_commit(question))
+    def _ask_commit(self, leader: str, on_answer: Callable[[int | None], None]) -> None:
+        """The read index's question: `leader`'s commit index (None: no answer)."""
+        async def asking() -> None:
+            on_answer(await self._commit_of(leader, READ_INDEX_TIMEOUT_S))
+        self._spawn(asking())
 
-    async def _confirm_commit(self, question: AskReadIndex) -> None:
-        commit: int | None = None
+    async def _commit_of(self, leader: str, timeout_s: float) -> int | None:
         try:
-            answer = await self.rpc.call(question.leader, Envelope("metadata.read_index"), 2.0)
-            commit = int(answer.header["commit"])
-        except BrokerError:
-            pass  # asked again on the next beat
-        finally:
-            if self.read_index.answered(question.request, self.driver.leader_id, commit) \
-                    and self.broker.roles is not None:
-                self.broker.roles.catch_up()
+            answer = await self.rpc.call(leader, Envelope("metadata.read_index"), timeout_s)
+            return int(answer.header["commit"])
+        except Exception as error:  # no answer: asked again (the beat, the lease's retry)
+            logger.debug("no read index from %s: %s", leader, error)
+            return None
+
+    def _metadata_confirmed(self) -> None:
+        if self.broker.roles is not None:
+            self.broker.roles.catch_up()
 
     def _applied(self, applied: Applied) -> None:
         self.broker.react(applied)
@@ -392,7 +391,6 @@ class ClusterNode:
         self.isolation.heard(self.clock.monotonic_ms())  # a new term: from now
         self.lease.term_changed()
         self.read_index.leader_changed()  # ask the new leader, at once
-        self._ask_read_index()
         if soft.role is not Role.LEADER:
             return
         logger.info("cluster node %s is now the Raft leader (the controller)", self.node_name)
@@ -443,14 +441,14 @@ class ClusterNode:
 
     async def _read_index_applied(self, leader: str, on_done: Callable[[bool], None]) -> None:
         """The lease's proof: `leader`'s read index, applied here."""
-        settings = self.settings
+        commit = await self._commit_of(leader, self.settings.lease_ms / 1000)
+        if commit is None:
+            on_done(False)
+            return
         try:
-            answer = await self.rpc.call(leader, Envelope("metadata.read_index"),
-                                         settings.lease_ms / 1000)
-            await self.driver.wait_applied(int(answer.header["commit"]),
-                                           settings.proposal_timeout_s)
-        except Exception as error:  # any failure: the keeper asks again
-            logger.debug("leader lease proof from %s failed: %s", leader, error)
+            await self.driver.wait_applied(commit, self.settings.proposal_timeout_s)
+        except Exception as error:  # not applied in time: the keeper asks again
+            logger.debug("leader lease proof from %s not applied: %s", leader, error)
             on_done(False)
             return
         on_done(True)
@@ -477,7 +475,7 @@ class ClusterNode:
         address = self.address()
         self._check_isolation()
         self.lease.holds()  # notices a lapse even with nothing to deliver
-        self._ask_read_index()
+        self.read_index.ask()
         if self.broker.roles is not None:
             self.broker.roles.catch_up()
         self.controller.beat(address)
