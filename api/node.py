@@ -35,7 +35,9 @@ from logbroker.tls_options import TlsOptions, TlsOptionsError
 from segments.errors import DataDirLockedError
 
 if TYPE_CHECKING:
+    from logbroker.broker import Broker
     from logbroker.cluster.cluster_node import ClusterNode
+    from logbroker.federation.federation_links import FederationLinks
 
 logger = logging.getLogger("logbroker")
 
@@ -58,6 +60,8 @@ async def serve(settings: ServeSettings) -> int:
         heartbeat_s=settings.heartbeat_s, frame_max=settings.frame_max,
         channel_max=settings.channel_max, max_message_bytes=settings.max_message_bytes,
         cluster_name=settings.node_name,
+        certificate_login_from=settings.tls_login_from,
+        certificate_login_san_type=settings.tls_login_san_type,
     )
     tls = settings.tls.server_context() if settings.tls is not None else None
     amqp_servers = []
@@ -79,6 +83,8 @@ async def serve(settings: ServeSettings) -> int:
     http_servers = [await start_http_server(context, settings.host, port, ssl_context)
                     for port, ssl_context in ((settings.http_port, None),
                                               (settings.https_port, tls)) if port]
+    federation = _start_federation(broker, clustered=cluster is not None)
+    context.federation = federation
     freeze_startup_heap()  # everything so far lives as long as the process
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -92,6 +98,7 @@ async def serve(settings: ServeSettings) -> int:
     if cluster is not None:
         logger.info("shutting down: handing led queues to their followers")
         await cluster.handover.hand_over_all()
+    await federation.stop_all()
     logger.info("shutting down: finishing in-flight confirms")
     for http in http_servers:
         await http.stop()
@@ -103,6 +110,21 @@ async def serve(settings: ServeSettings) -> int:
         await broker.close()
     logger.info("stopped")
     return 0
+
+
+def _start_federation(broker: Broker, clustered: bool) -> FederationLinks:
+    """The node's federation links, kept in step with every applied command."""
+    from logbroker.federation.federation_links import FederationLinks
+    from logbroker.federation.local_broker import LocalBroker
+
+    def up_nodes() -> list[str]:
+        return [node.name for node in broker.state.cluster_nodes() if node.up]
+
+    links = FederationLinks(LocalBroker(broker), lambda: broker.state,
+                            up_nodes if clustered else None)
+    broker.applied_listeners.append(links.on_applied)
+    links.refresh()
+    return links
 
 
 def _reload_tls(options: TlsOptions, contexts: list[ssl.SSLContext]) -> None:

@@ -126,6 +126,8 @@ class Broker:
         self.producer_batches = ProducerBatches(lambda: self.state, self.apply, self.publisher,
                                                 lambda: self.remote, staging, clock)
         self.connections = ConnectionRegistry(config.max_connections, clock)
+        # Told of every applied command after the broker reacted (federation links).
+        self.applied_listeners: list[Callable[[Applied], None]] = []
         self._retention_task: asyncio.Future[None] | None = None
         watermarks = Watermarks(
             config.memory_high_watermark_bytes or default_memory_watermark(),
@@ -271,7 +273,8 @@ class Broker:
         return applied
 
     def react(self, applied: Applied) -> None:
-        """Bring routers and queue shells in line with an applied command's events."""
+        """Bring routers and queue shells in line with an applied command's events, then
+        tell the `applied_listeners` (federation links)."""
         for vhost, router in self._routers.items():
             apply_events(router, self.state, vhost, applied.events)
         for event in applied.events:
@@ -289,6 +292,8 @@ class Broker:
             elif isinstance(event, PolicyChanged):
                 for name in event.queues:
                     self._refresh_queue_settings(event.vhost, name)
+        for listener in self.applied_listeners:
+            listener(applied)
 
     def queue_settings(self, vhost: str, name: str) -> QueueSettings:
         record = self.state.queue(vhost, name)

@@ -1,15 +1,17 @@
 """Definitions export and import in RabbitMQ's JSON format (rabbitmqctl export_definitions).
 
-The document holds users, vhosts, permissions, policies, queues, exchanges and
-bindings. Export leaves out what a broker makes by itself (the `amq.*`
-exchanges, the default exchange's implicit bindings) and exclusive queues,
+The document holds users, vhosts, permissions, runtime parameters (federation
+upstreams and sets, vhost limits), policies, queues, exchanges and bindings.
+Export leaves out what a broker makes by itself (the `amq.*` exchanges, the
+default exchange's implicit bindings) and exclusive queues,
 which belong to a connection; lists are sorted so two exports of the same
 definitions are equal. Import is additive, as RabbitMQ's is: it declares what
 the document names, in dependency order (vhosts, users, permissions,
-policies, exchanges, queues, bindings), and changes nothing else. A document
-exported by RabbitMQ loads here: unknown top-level keys (parameters, topic
-permissions, global parameters) are accepted and ignored, and user tags may
-be a list or RabbitMQ's older comma-separated string.
+parameters, policies, exchanges, queues, bindings), and changes nothing else. A
+document exported by RabbitMQ loads here: unknown top-level keys (topic
+permissions, global parameters) and parameters of components this broker does
+not have (a plugin's) are accepted and ignored, and user tags may be a list or
+RabbitMQ's older comma-separated string.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from logbroker.metadata import (
     MetadataState,
     PutPolicy,
     PutUser,
+    SetParameter,
     SetPermissions,
     hash_password,
 )
+from logbroker.metadata.parameters import is_known_component
 from logbroker.metadata.passwords import SHA256
 
 PRODUCT_VERSION = "0.1.0"
@@ -56,6 +60,9 @@ def export_definitions(state: MetadataState) -> dict[str, Any]:
         "policies": [], "queues": [], "exchanges": [], "bindings": [],
     }
     for vhost in vhosts:
+        document["parameters"] += [
+            {"value": value, "vhost": vhost, "component": component, "name": name}
+            for component, name, value in state.parameters(vhost)]
         document["policies"] += [
             {"vhost": vhost, "name": p.name, "pattern": p.pattern, "apply-to": p.apply_to,
              "priority": p.priority, "definition": dict(p.definition)}
@@ -74,7 +81,8 @@ def export_definitions(state: MetadataState) -> dict[str, Any]:
              "destination_type": b.destination.kind, "routing_key": b.routing_key,
              "arguments": dict(b.arguments)}
             for b in state.bindings(vhost)]
-    for key, fields in (("policies", ("vhost", "name")), ("queues", ("vhost", "name")),
+    for key, fields in (("parameters", ("vhost", "component", "name")),
+                        ("policies", ("vhost", "name")), ("queues", ("vhost", "name")),
                         ("exchanges", ("vhost", "name")),
                         ("bindings", ("vhost", "source", "destination_type", "destination",
                                       "routing_key"))):
@@ -88,8 +96,8 @@ def import_commands(document: Mapping[str, Any]) -> list[Command]:
         raise DefinitionsError("a definitions document is a JSON object")
     commands: list[Command] = []
     for kind, build in (("vhosts", _vhost), ("users", _user), ("permissions", _permissions),
-                        ("policies", _policy), ("exchanges", _exchange), ("queues", _queue),
-                        ("bindings", _binding)):
+                        ("parameters", _parameter), ("policies", _policy),
+                        ("exchanges", _exchange), ("queues", _queue), ("bindings", _binding)):
         entries = document.get(kind, [])
         if not isinstance(entries, list):
             raise DefinitionsError(f"'{kind}' must be a list")
@@ -158,6 +166,16 @@ def _user(entry: Mapping[str, Any]) -> Command:
 def _permissions(entry: Mapping[str, Any]) -> Command:
     return SetPermissions(_text(entry, "user"), _text(entry, "vhost"),
                           _text(entry, "configure"), _text(entry, "write"), _text(entry, "read"))
+
+
+def _parameter(entry: Mapping[str, Any]) -> Command | None:
+    component = _text(entry, "component")
+    if not is_known_component(component):
+        return None  # a plugin this broker does not have (RabbitMQ's exports carry them)
+    if "value" not in entry:
+        raise KeyError("value")
+    return SetParameter.of(_text(entry, "vhost"), component, _text(entry, "name"),
+                           entry["value"])
 
 
 def _policy(entry: Mapping[str, Any]) -> Command:

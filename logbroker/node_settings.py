@@ -45,6 +45,8 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     fail_if_no_peer_cert = true # refuse clients without a certificate (needs verify peer)
     versions = "1.2,1.3"
     ciphers = ""                # OpenSSL cipher list for TLS 1.2 ("": OpenSSL's defaults)
+    login_from = "common_name"  # EXTERNAL's user: common_name | subject_alternative_name
+    login_san_type = "dns"      # dns | email | uri (with subject_alternative_name)
     amqps_port = 5671           # the defaults once a certificate is configured
     https_port = 15671
     The key's password comes from LOGBROKER_TLS_KEY_PASSWORD or [tls] key_password only.
@@ -126,6 +128,8 @@ SETTINGS: tuple[tuple[str, str, str, str, Callable[[Any], Any]], ...] = (
      "fail_if_no_peer_cert", switch),
     ("tls_versions", "LOGBROKER_TLS_VERSIONS", "tls", "versions", str),
     ("tls_ciphers", "LOGBROKER_TLS_CIPHERS", "tls", "ciphers", str),
+    ("tls_login_from", "LOGBROKER_TLS_LOGIN_FROM", "tls", "login_from", str),
+    ("tls_login_san_type", "LOGBROKER_TLS_LOGIN_SAN_TYPE", "tls", "login_san_type", str),
 )
 SECRET_VARIABLE = "LOGBROKER_CLUSTER_SECRET"
 KEY_PASSWORD_VARIABLE = "LOGBROKER_TLS_KEY_PASSWORD"
@@ -170,6 +174,8 @@ class ServeSettings:
     tls_fail_if_no_peer_cert: bool = False
     tls_versions: str = "1.2,1.3"
     tls_ciphers: str = ""
+    tls_login_from: str = "common_name"
+    tls_login_san_type: str = "dns"
     tls_key_password: str = ""  # environment or config file only, as the cluster secret
     cluster_tls: bool = False  # the cluster link over TLS (needs tls_cert, tls_key, tls_ca)
     tls: TlsOptions | None = None  # built from the tls_* settings by resolve_settings
@@ -225,7 +231,8 @@ def _resolve_tls(settings: ServeSettings) -> None:
                 fail_if_no_peer_cert=settings.tls_fail_if_no_peer_cert,
                 key_password=settings.tls_key_password,
                 versions=tuple(v.strip() for v in settings.tls_versions.split(",") if v.strip()),
-                ciphers=settings.tls_ciphers)
+                ciphers=settings.tls_ciphers, login_from=settings.tls_login_from,
+                login_san_type=settings.tls_login_san_type)
             settings.tls.server_context()  # bad files are refused now, not at a handshake
         except TlsOptionsError as error:
             raise SettingsError(str(error)) from error

@@ -15,7 +15,8 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 
-__all__ = ["TLS_VERSIONS", "TlsOptions", "TlsOptionsError", "peer_user_name"]
+__all__ = ["LOGIN_FROM", "SAN_TYPES", "TLS_VERSIONS", "TlsOptions", "TlsOptionsError",
+           "peer_user_name"]
 
 TLS_VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 VERIFY_MODES = ("none", "peer")
@@ -35,6 +36,8 @@ class TlsOptions:
     key_password: str = ""
     versions: tuple[str, ...] = ("1.2", "1.3")
     ciphers: str = ""  # OpenSSL cipher list for TLS 1.2 ("": OpenSSL's defaults)
+    login_from: str = "common_name"  # EXTERNAL's user: common_name | subject_alternative_name
+    login_san_type: str = "dns"  # which SAN, for subject_alternative_name: dns | email | uri
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_MODES:
@@ -49,6 +52,12 @@ class TlsOptions:
                                   "peer certificates against")
         if self.fail_if_no_peer_cert and self.verify != "peer":
             raise TlsOptionsError("tls fail_if_no_peer_cert needs verify peer")
+        if self.login_from not in LOGIN_FROM:
+            raise TlsOptionsError(f"tls login_from {self.login_from!r} must be one of "
+                                  f"{', '.join(LOGIN_FROM)}")
+        if self.login_san_type not in SAN_TYPES:
+            raise TlsOptionsError(f"tls login_san_type {self.login_san_type!r} must be one "
+                                  f"of {', '.join(SAN_TYPES)}")
 
     @property
     def verifies_peers(self) -> bool:
@@ -124,11 +133,24 @@ class TlsOptions:
             raise TlsOptionsError(f"tls CA file {self.ca_file}: {error}") from error
 
 
-def peer_user_name(peer_cert: dict[str, object] | None) -> str | None:
-    """The user a verified client certificate names: its subject's common name (CN),
-    as RabbitMQ's EXTERNAL mechanism takes it by default. None: no certificate or
-    no CN."""
+LOGIN_FROM = ("common_name", "subject_alternative_name")
+SAN_TYPES = {"dns": "DNS", "email": "email", "uri": "URI"}
+
+
+def peer_user_name(peer_cert: dict[str, object] | None, login_from: str = "common_name",
+                   san_type: str = "dns") -> str | None:
+    """The user a verified client certificate names, as RabbitMQ's EXTERNAL mechanism
+    takes it (`ssl_cert_login_from`): the subject's common name (CN), or the first
+    subject alternative name of `san_type` (dns, email, uri). None: no certificate,
+    or no such name in it."""
     if not peer_cert:
+        return None
+    if login_from == "subject_alternative_name":
+        wanted = SAN_TYPES[san_type]
+        names = peer_cert.get("subjectAltName", ())
+        for kind, value in names if isinstance(names, tuple) else ():
+            if kind == wanted:
+                return str(value)
         return None
     subject = peer_cert.get("subject", ())
     if not isinstance(subject, tuple):

@@ -105,7 +105,9 @@ class ConnectionHandler:
         self._writer = writer
         self._machine = AmqpConnection(
             replace(config, client_address=self.peer_host or "",
-                    certificate_user=peer_user_name(writer.get_extra_info("peercert"))),
+                    certificate_user=peer_user_name(writer.get_extra_info("peercert"),
+                                                    config.certificate_login_from,
+                                                    config.certificate_login_san_type)),
             self._authenticate, clock.monotonic_ms())
         self._sessions: dict[int, ChannelSession] = {}
         self._ctx: ConnectionContext | None = None

@@ -76,8 +76,11 @@ class ConnectionConfig:
     information: str = "Licensed under the Apache License 2.0"
     client_address: str = ""
     mechanisms: str = AUTH_MECHANISMS
-    # The user a verified client certificate names (its CN), for EXTERNAL.
+    # The user a verified client certificate names (its CN, or a SAN), for EXTERNAL.
     certificate_user: str | None = None
+    # Where EXTERNAL finds the user in a certificate (logbroker.tls_options.peer_user_name).
+    certificate_login_from: str = "common_name"
+    certificate_login_san_type: str = "dns"
 
     def __post_init__(self) -> None:
         if not 0 <= self.channel_max <= 65535:

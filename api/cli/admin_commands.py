@@ -118,6 +118,18 @@ def clear_vhost_limits(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def federation_status(client: Client, args: argparse.Namespace) -> int:
+    links = client.federation_links(all_vhosts=True)
+    print(render("federation", links, with_vhost=True, output_format=args.format))
+    return 0
+
+
+def shovel_status(client: Client, args: argparse.Namespace) -> int:
+    print(render("shovels", client.shovels(all_vhosts=True), with_vhost=True,
+                 output_format=args.format))
+    return 0
+
+
 def add_user(client: Client, args: argparse.Namespace) -> int:
     tags = [tag.strip() for tag in (args.tags or "").split(",") if tag.strip()]
     client.add_user(args.name, args.password, tags)

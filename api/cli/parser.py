@@ -208,6 +208,19 @@ def _add_cluster(commands: Subparsers) -> None:
     forget.add_argument("name", help="the node's name, as `cluster status` lists it")
 
 
+def _add_federation(commands: Subparsers) -> None:
+    group = commands.add_parser("federation", help="federation links: status")
+    verbs = group.add_subparsers(dest="federation_command", required=True, metavar="COMMAND")
+    status = _command(verbs, "status", admin.federation_status,
+                      "the links of the node at --url: upstream, status, messages, errors")
+    status.add_argument("--format", choices=("table", "json"), default="table")
+    group = commands.add_parser("shovel", help="dynamic shovels: status")
+    verbs = group.add_subparsers(dest="shovel_command", required=True, metavar="COMMAND")
+    status = _command(verbs, "status", admin.shovel_status,
+                      "the shovels of the node at --url: state, messages moved, errors")
+    status.add_argument("--format", choices=("table", "json"), default="table")
+
+
 def _add_queue(commands: Subparsers) -> None:
     group = commands.add_parser(
         "queue", help="replicated queues: sync, cancel-sync, transfer-leader, "
@@ -246,5 +259,5 @@ def _positive(text: str) -> int:
 def add_client_commands(commands: Subparsers) -> None:
     """Add every client subcommand to `logbroker`'s subparsers."""
     for add in (_add_declare, _add_delete, _add_listing, _add_messaging, _add_replay,
-                _add_access, _add_cluster, _add_queue, _add_dev_cluster):
+                _add_access, _add_cluster, _add_federation, _add_queue, _add_dev_cluster):
         add(commands)

@@ -45,6 +45,13 @@ COLUMNS: dict[str, list[Column]] = {
                  ("definition", field("definition"))],
     "parameters": [("component", field("component")), ("name", field("name")),
                    ("value", field("value"))],
+    "shovels": [("name", field("name")), ("state", field("state")),
+                ("src_uri", field("src_uri")), ("src_queue", field("src_queue")),
+                ("dest_queue", field("dest_queue")), ("dest_exchange", field("dest_exchange")),
+                ("messages", field("messages")), ("reason", field("reason"))],
+    "federation": [("exchange", field("exchange")), ("upstream", field("upstream")),
+                   ("status", field("status")), ("uri", field("uri")),
+                   ("messages", field("messages")), ("error", field("error"))],
     # One row per (group, queue): `group_rows` flattens GET /api/consumer-groups.
     "groups": [("group", field("group")), ("queue", field("queue")),
                ("committed", field("committed_offset")), ("end", field("end_offset")),

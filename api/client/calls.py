@@ -244,6 +244,16 @@ def delete_consumer_group(vhost: str, group: str) -> Call[None]:
 
 # ------------------------------------------------------------------- cluster
 
+def federation_links(vhost: str | None) -> Call[list[dict[str, Any]]]:
+    """GET /api/federation-links[/{vhost}]: the links the node asked runs."""
+    return Call("GET", _scoped("federation-links", vhost), _objects)
+
+
+def shovels(vhost: str | None) -> Call[list[dict[str, Any]]]:
+    """GET /api/shovels[/{vhost}]: the dynamic shovels the node asked runs."""
+    return Call("GET", _scoped("shovels", vhost), _objects)
+
+
 def cluster_status() -> Call[dict[str, Any]]:
     """GET /api/cluster: membership, Raft leader and term, each node's liveness."""
     return Call("GET", "/api/cluster", _object)

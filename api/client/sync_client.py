@@ -212,6 +212,17 @@ class Client(ClientBase):
     def clear_vhost_limits(self, *, vhost: str | None = None) -> None:
         self.clear_parameter("vhost-limits", "limits", vhost=vhost)
 
+    def federation_links(self, vhost: str | None = None, *, all_vhosts: bool = True
+                         ) -> Objects:
+        """The federation links the node runs: vhost, exchange, upstream, status
+        (starting / running / error), uri, messages, timestamp, error."""
+        return self._send(calls.federation_links(None if all_vhosts else self._vhost(vhost)))
+
+    def shovels(self, vhost: str | None = None, *, all_vhosts: bool = True) -> Objects:
+        """The dynamic shovels the node runs: name, vhost, state (starting / running /
+        terminated), src and dest, messages moved, reason of the last error."""
+        return self._send(calls.shovels(None if all_vhosts else self._vhost(vhost)))
+
     def add_user(self, name: str, password: str, tags: Sequence[str] = ()) -> None:
         self._send(calls.add_user(name, password, tags))
 

@@ -18,6 +18,7 @@ from api.http.routes import (
     data_plane,
     definitions,
     exchanges,
+    federation,
     metrics,
     overview,
     parameters,
@@ -47,7 +48,7 @@ def create_app(context: ApiContext) -> FastAPI:
     app.state.context = context
     install_error_handlers(app)
     for module in (overview, cluster, access, exchanges, queues, queue_actions, bindings,
-                   policies, parameters,
+                   policies, parameters, federation,
                    definitions, data_plane, producers, replay, consumer_groups, metrics,
                    websocket):
         app.include_router(module.router)

@@ -190,12 +190,28 @@ class DeletePolicy(_TableFields):
 
 @dataclass(frozen=True)
 class SetParameter(_TableFields):
-    """A runtime parameter (see `parameters`): RabbitMQ's set_parameter, vhost limits."""
+    """A runtime parameter (see `parameters`): RabbitMQ's set_parameter, vhost limits.
+    The value is any JSON document (an object for most components, a list for
+    federation upstream sets), kept as its compact JSON text."""
 
     vhost: str
     component: str
     name: str
-    value: Mapping[str, Any] = field(default_factory=dict)
+    value_json: str = "{}"
+
+    @classmethod
+    def of(cls, vhost: str, component: str, name: str, value: Any) -> SetParameter:
+        """`value` as JSON; ValueError when it is not a JSON document (NaN, bytes...)."""
+        try:
+            text = json.dumps(value, separators=(",", ":"), allow_nan=False,
+                              ensure_ascii=False)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"a parameter value must be JSON: {error}") from None
+        return cls(vhost, component, name, text)
+
+    @property
+    def value(self) -> Any:
+        return json.loads(self.value_json)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from logbroker.metadata.commands import ClearParameter, SetParameter
-from logbroker.metadata.errors import MetadataError
+from logbroker.metadata.errors import MetadataError, precondition_failed
 from logbroker.metadata.events import Event, ParameterChanged
 from logbroker.metadata.parameters import validate_parameter
 from logbroker.metadata.reply_codes import NOT_FOUND
@@ -21,13 +21,17 @@ Plan = Callable[[], list[Event]]
 
 def plan_set_parameter(data: StateData, command: SetParameter) -> Plan:
     vhost = data.vhost(command.vhost)
-    validate_parameter(command.component, command.name, command.value)
+    try:
+        value = command.value
+    except ValueError:
+        raise precondition_failed("a parameter's value must be a JSON document") from None
+    validate_parameter(command.component, command.name, value)
     key = (command.component, command.name)
-    if vhost.parameters.get(key) == command.value:
+    if key in vhost.parameters and vhost.parameters[key] == value:
         return lambda: []
 
     def apply() -> list[Event]:
-        vhost.parameters[key] = command.value
+        vhost.parameters[key] = value
         return [ParameterChanged(command.vhost, command.component, command.name, False)]
 
     return apply

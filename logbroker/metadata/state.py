@@ -215,7 +215,7 @@ class MetadataState:
         return ExchangeSpec(name, exchange.type, exchange.arguments, alternate)
 
     def parameters(self, vhost: str, component: str | None = None
-                   ) -> tuple[tuple[str, str, Mapping[str, Any]], ...]:
+                   ) -> tuple[tuple[str, str, Any], ...]:
         """(component, name, value) of the vhost's runtime parameters, optionally of one
         component, in the order they were first set."""
         data = self._data.vhosts.get(vhost)
@@ -224,7 +224,8 @@ class MetadataState:
         return tuple((kind, name, value) for (kind, name), value in data.parameters.items()
                      if component is None or kind == component)
 
-    def parameter(self, vhost: str, component: str, name: str) -> Mapping[str, Any] | None:
+    def parameter(self, vhost: str, component: str, name: str) -> Any:
+        """The parameter's JSON value, or None when it is not set."""
         data = self._data.vhosts.get(vhost)
         return data.parameters.get((component, name)) if data is not None else None
 

@@ -41,8 +41,8 @@ class VhostData:
     policies: dict[str, Policy] = field(default_factory=dict)
     producers: dict[str, ProducerRecord] = field(default_factory=dict)
     groups: dict[str, ConsumerGroupRecord] = field(default_factory=dict)
-    # Runtime parameters by (component, name) (logbroker.metadata.parameters).
-    parameters: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    # Runtime parameters by (component, name): their JSON values (metadata.parameters).
+    parameters: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -96,7 +96,7 @@ def _vhost_to_json(vhost: VhostData) -> dict[str, Any]:
         "policies": [policy.to_json() for policy in vhost.policies.values()],
         "producers": [record.to_json() for record in vhost.producers.values()],
         "groups": [group.to_json() for group in vhost.groups.values()],
-        "parameters": [{"component": component, "name": name, "value": encode_table(value)}
+        "parameters": [{"component": component, "name": name, "value": value}
                        for (component, name), value in vhost.parameters.items()],
     }
 
@@ -122,7 +122,7 @@ def _vhost_from_json(data: Mapping[str, Any]) -> VhostData:
         group = ConsumerGroupRecord.from_json(name, item)
         vhost.groups[group.name] = group
     for item in data.get("parameters", ()):  # absent in snapshots before parameters
-        vhost.parameters[item["component"], item["name"]] = decode_table(item["value"])
+        vhost.parameters[item["component"], item["name"]] = item["value"]
     return vhost
 
 

@@ -8,7 +8,11 @@ routing costs what the type needs and no more:
 - topic: a `TopicMatcher` trie;
 - headers: a scan of compiled `HeadersPattern`s (no useful index exists for
   arbitrary header conditions);
-- x-consistent-hash: a `ConsistentHashRing`, exactly one destination.
+- x-consistent-hash: a `ConsistentHashRing`, exactly one destination;
+- x-federation-upstream: a fanout that drops what must not cross a federation link
+  again (RabbitMQ's federation plugin declares one on its upstream, bound to the
+  federated exchange, with `x-downstream-name` and `x-max-hops`): a message whose
+  `x-received-from` already lists `x-max-hops` links, or the downstream itself.
 
 The router guarantees that `add` is only called with a binding that passed
 `validate` and is not held yet, and `remove` only with one that is held, so
@@ -40,7 +44,9 @@ FANOUT: Final = "fanout"
 TOPIC: Final = "topic"
 HEADERS: Final = "headers"
 CONSISTENT_HASH: Final = "x-consistent-hash"
-EXCHANGE_TYPES: Final = frozenset({DIRECT, FANOUT, TOPIC, HEADERS, CONSISTENT_HASH})
+FEDERATION_UPSTREAM: Final = "x-federation-upstream"
+EXCHANGE_TYPES: Final = frozenset({DIRECT, FANOUT, TOPIC, HEADERS, CONSISTENT_HASH,
+                                   FEDERATION_UPSTREAM})
 #: Types whose choice of bindings depends on the routing key alone (headers looks at
 #: the headers, x-consistent-hash may hash a header or a property).
 KEY_ONLY_TYPES: Final = frozenset({DIRECT, FANOUT, TOPIC})
@@ -106,6 +112,30 @@ class FanoutIndex:
 
     def destinations(self, message: RoutedMessage) -> Sequence[Destination]:
         return list(self._counts)
+
+
+class FederationUpstreamIndex(FanoutIndex):
+    """A fanout that forwards only what may still cross the link (see the module doc)."""
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        super().__init__()
+        max_hops = arguments.get("x-max-hops", 1)
+        self._max_hops = max_hops if isinstance(max_hops, int) else 1
+        name = arguments.get("x-downstream-name")
+        self._downstream = name.decode() if isinstance(name, bytes) else name
+
+    def destinations(self, message: RoutedMessage) -> Sequence[Destination]:
+        received = (message.headers or {}).get("x-received-from")
+        if isinstance(received, list | tuple) and (
+                len(received) >= self._max_hops or any(
+                    isinstance(entry, Mapping) and _text(entry.get("cluster-name"))
+                    == self._downstream for entry in received)):
+            return []
+        return super().destinations(message)
+
+
+def _text(value: object) -> object:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 class TopicIndex:
@@ -190,4 +220,6 @@ def make_index(spec: ExchangeSpec) -> BindingIndex:
         return HeadersIndex()
     if spec.type == CONSISTENT_HASH:
         return ConsistentHashIndex(_hash_source(spec.arguments))
+    if spec.type == FEDERATION_UPSTREAM:
+        return FederationUpstreamIndex(spec.arguments)
     raise UnknownExchangeTypeError(spec.type)

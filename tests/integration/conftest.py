@@ -62,8 +62,10 @@ class BrokerProcess:
                 self.process.wait(STOP_TIMEOUT_S)
 
 
-def start_broker(data_dir: Path, *extra: str) -> BrokerProcess:
-    amqp_port, http_port = free_port(), free_port()
+def start_broker(data_dir: Path, *extra: str, amqp_port: int | None = None,
+                 http_port: int | None = None) -> BrokerProcess:
+    """`logbroker serve` on `data_dir`, on free ports unless told (a restart keeps them)."""
+    amqp_port, http_port = amqp_port or free_port(), http_port or free_port()
     log_path = data_dir.parent / f"{data_dir.name}.log"
     log_file = open(log_path, "wb")  # noqa: SIM115 -- the child writes it until it stops
     process = subprocess.Popen(

@@ -30,7 +30,7 @@ LIMITS = "limits"
 
 
 class ParameterBody(RequestBody):
-    value: dict[str, Any]
+    value: dict[str, Any] | list[Any]
     # RabbitMQ's clients send these too; the path decides.
     vhost: str | None = None
     component: str | None = None
@@ -42,13 +42,20 @@ class LimitBody(RequestBody):
 
 
 def _view(vhost: str, component: str, name: str, value: Any) -> dict[str, Any]:
-    return {"vhost": vhost, "component": component, "name": name, "value": dict(value)}
+    return {"vhost": vhost, "component": component, "name": name, "value": value}
 
 
 def _listed(ctx: ApiContext, vhosts: list[str], component: str | None
             ) -> list[dict[str, Any]]:
     return [_view(vhost, kind, name, value) for vhost in vhosts
             for kind, name, value in ctx.broker.state.parameters(vhost, component)]
+
+
+def _set(vhost: str, component: str, name: str, value: Any) -> SetParameter:
+    try:
+        return SetParameter.of(vhost, component, name, value)
+    except ValueError as error:
+        raise ApiError(400, str(error), "value") from None
 
 
 def _may_set(ctx: ApiContext, who: Principal, vhost: str) -> None:
@@ -94,7 +101,7 @@ async def put_parameter(component: str, vhost: str, name: str, body: ParameterBo
     kind, vhost_name, parameter = path_name(component), path_name(vhost), path_name(name)
     _may_set(ctx, who, vhost_name)
     existed = ctx.broker.state.parameter(vhost_name, kind, parameter) is not None
-    await ctx.broker.apply(SetParameter(vhost_name, kind, parameter, body.value))
+    await ctx.broker.apply(_set(vhost_name, kind, parameter, body.value))
     return Response(status_code=204 if existed else 201)
 
 
@@ -109,7 +116,7 @@ async def delete_parameter(component: str, vhost: str, name: str, ctx: ApiContex
 
 def _limits_view(ctx: ApiContext, vhost: str) -> list[dict[str, Any]]:
     value = ctx.broker.state.parameter(vhost, VHOST_LIMITS, LIMITS)
-    return [{"vhost": vhost, "value": dict(value)}] if value else []
+    return [{"vhost": vhost, "value": value}] if value else []
 
 
 @router.get("/api/vhost-limits", dependencies=[ListOptions])
@@ -126,6 +133,11 @@ async def get_vhost_limits(vhost: str, ctx: ApiContext = Context, who: Principal
     return _limits_view(ctx, vhost_name)
 
 
+def _limits(ctx: ApiContext, vhost: str) -> dict[str, Any]:
+    value = ctx.broker.state.parameter(vhost, VHOST_LIMITS, LIMITS)
+    return dict(value) if isinstance(value, dict) else {}
+
+
 def _limit_name(name: str) -> str:
     limit = path_name(name)
     if limit not in VHOST_LIMIT_KEYS:
@@ -140,9 +152,9 @@ async def put_vhost_limit(vhost: str, name: str, body: LimitBody, ctx: ApiContex
     vhost_name, limit = path_name(vhost), _limit_name(name)
     if ctx.broker.state.vhost(vhost_name) is None:
         raise ApiError(404, f"vhost '{vhost_name}' not found")
-    current = dict(ctx.broker.state.parameter(vhost_name, VHOST_LIMITS, LIMITS) or {})
+    current = _limits(ctx, vhost_name)
     current[limit] = body.value
-    await ctx.broker.apply(SetParameter(vhost_name, VHOST_LIMITS, LIMITS, current))
+    await ctx.broker.apply(_set(vhost_name, VHOST_LIMITS, LIMITS, current))
     return Response(status_code=204)
 
 
@@ -150,11 +162,11 @@ async def put_vhost_limit(vhost: str, name: str, body: LimitBody, ctx: ApiContex
 async def delete_vhost_limit(vhost: str, name: str, ctx: ApiContext = Context,
                              who: Principal = Admin) -> Response:
     vhost_name, limit = path_name(vhost), _limit_name(name)
-    current = dict(ctx.broker.state.parameter(vhost_name, VHOST_LIMITS, LIMITS) or {})
+    current = _limits(ctx, vhost_name)
     if limit not in current:
         raise ApiError(404, f"vhost '{vhost_name}' has no limit '{limit}'")
     del current[limit]
-    command = (SetParameter(vhost_name, VHOST_LIMITS, LIMITS, current) if current
+    command = (_set(vhost_name, VHOST_LIMITS, LIMITS, current) if current
                else ClearParameter(vhost_name, VHOST_LIMITS, LIMITS))
     await ctx.broker.apply(command)
     return Response(status_code=204)

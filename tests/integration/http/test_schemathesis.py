@@ -13,6 +13,7 @@ and the seed objects are declared again after every successful DELETE.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ PROTECTED_VHOSTS = (DEFAULT_VHOST, "fuzz")
 NAMES = ["fuzz-q", "fuzz-x", "fuzz-p", "amq.default", "amq.direct"]
 USERS = ["fuzz-user", "guest"]
 THROWAWAY = "fuzz-throwaway"
+REQUESTS: collections.Counter[str] = collections.Counter()  # by operation, for the report
 FULL = {"configure": ".*", "write": ".*", "read": ".*"}
 
 
@@ -131,6 +133,7 @@ schema = schemathesis.pytest.from_fixture("fuzz_schema").exclude(path_regex=r"^/
           suppress_health_check=list(HealthCheck))
 def test_no_operation_answers_a_server_error(case: schemathesis.Case) -> None:
     keep_fuzzer_able(case)
+    REQUESTS[f"{case.method.upper()} {case.operation.path}"] += 1
     response = case.call(auth=GUEST, timeout=10)
     if case.method.upper() == "DELETE" and response.status_code < 300:
         seed_broker(case.operation.schema.get_base_url(), check=False)
@@ -140,6 +143,7 @@ def test_no_operation_answers_a_server_error(case: schemathesis.Case) -> None:
 def test_the_broker_survived_and_logged_no_error(fuzz_broker: BrokerProcess) -> None:
     """Runs after the fuzzing: no handler failed in a way that only shows in the log."""
     assert fuzz_broker.process.poll() is None
+    print(f"http fuzz: {sum(REQUESTS.values())} requests over {len(REQUESTS)} operations")
     assert httpx.get(f"{fuzz_broker.url}/api/overview", auth=GUEST, timeout=10).status_code == 200
     log = fuzz_broker.log()
     assert "Traceback" not in log and " ERROR " not in log, log[-5000:]

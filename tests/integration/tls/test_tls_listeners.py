@@ -288,3 +288,31 @@ def test_sighup_reloads_the_certificate_for_new_connections(tmp_path: Path) -> N
         assert served_common_name(amqps_port, context) == "broker-renewed"
     finally:
         broker.stop()
+
+
+def test_external_login_from_a_subject_alternative_name(pki: Pki, tmp_path: Path) -> None:
+    broker = start_broker(tmp_path / "data", *pki.flags(
+        "--tls-verify", "peer", "--tls-login-from", "subject_alternative_name",
+        "--tls-login-san-type", "email"))
+    try:
+        with httpx.Client(base_url=broker.url, auth=("guest", "guest")) as http:
+            assert http.put("/api/users/app@example.com",
+                            json={"password": "unused", "tags": ""}).status_code == 201
+            assert http.put("/api/permissions/%2F/app@example.com", json={
+                "configure": ".*", "write": ".*", "read": ".*"}).status_code == 201
+        leaf = pki.ca.issue_cert("app@example.com", common_name="someone-else")
+        cert, key = tmp_path / "app.pem", tmp_path / "app.key"
+        leaf.cert_chain_pems[0].write_to_path(str(cert))
+        leaf.private_key_pem.write_to_path(str(key))
+        context = ssl.create_default_context(cafile=str(pki.ca_file))
+        context.load_cert_chain(str(cert), str(key))
+        amqps_port, _ = tls_ports(broker)
+        parameters = pika.ConnectionParameters(
+            "127.0.0.1", amqps_port, credentials=ExternalCredentials(),
+            ssl_options=pika.SSLOptions(context, "127.0.0.1"))
+        with pika.BlockingConnection(parameters):
+            users = [c["user"] for c in httpx.get(f"{broker.url}/api/connections",
+                                                  auth=("guest", "guest")).json()]
+        assert users == ["app@example.com"]
+    finally:
+        broker.stop()

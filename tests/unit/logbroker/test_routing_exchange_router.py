@@ -468,3 +468,18 @@ def test_a_route_is_by_key_only_when_no_visited_exchange_looks_past_the_key() ->
     unroutable = router.route("t", msg("x", {"k": "v"}))  # to its alternate, a headers one
     assert unroutable.queues == ("q",) and not unroutable.by_key_only
     assert not router.route("h", msg("a.b", {"k": "v"})).by_key_only
+
+
+def test_x_federation_upstream_forwards_what_may_still_cross_the_link() -> None:
+    router = make_router({"link-q"})
+    declare(router, "federation: x -> rabbit@d", "x-federation-upstream",
+            **{"x-downstream-name": "rabbit@d", "x-downstream-vhost": "/", "x-max-hops": 2})
+    bind(router, "federation: x -> rabbit@d", Destination.queue("link-q"), "ignored")
+    fresh = msg("any.key")
+    once = msg("k", headers={"x-received-from": [{"cluster-name": "elsewhere"}]})
+    twice = msg("k", headers={"x-received-from": [{"cluster-name": "a"}, {"cluster-name": "b"}]})
+    looped = msg("k", headers={"x-received-from": [{"cluster-name": b"rabbit@d"}]})
+    assert queues(router, "federation: x -> rabbit@d", fresh) == ("link-q",)
+    assert queues(router, "federation: x -> rabbit@d", once) == ("link-q",)
+    assert queues(router, "federation: x -> rabbit@d", twice) == ()  # x-max-hops reached
+    assert queues(router, "federation: x -> rabbit@d", looped) == ()  # back to the downstream

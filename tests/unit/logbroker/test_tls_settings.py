@@ -113,3 +113,18 @@ def test_the_cluster_link_contexts_verify_both_ways(files: dict[str, str]) -> No
     assert accepting is not None and accepting.verify_mode == ssl.CERT_REQUIRED
     assert dialing is not None and dialing.verify_mode == ssl.CERT_REQUIRED
     assert not dialing.check_hostname
+
+
+def test_peer_user_name_from_a_subject_alternative_name() -> None:
+    certificate = {"subject": ((("commonName", "cn-user"),),),
+                   "subjectAltName": (("DNS", "host.example"), ("email", "app@example.com"))}
+    assert peer_user_name(certificate, "subject_alternative_name", "email") == "app@example.com"
+    assert peer_user_name(certificate, "subject_alternative_name", "dns") == "host.example"
+    assert peer_user_name(certificate, "subject_alternative_name", "uri") is None
+    assert peer_user_name(certificate) == "cn-user"
+
+
+def test_login_from_is_checked_at_start(files: dict[str, str]) -> None:
+    with pytest.raises(SettingsError, match="login_from"):
+        resolve("--tls-cert", files["cert"], "--tls-key", files["key"],
+                "--tls-login-from", "serial_number")

@@ -9,7 +9,9 @@ silent drop after a refused login.
 
 from __future__ import annotations
 
+import collections
 import itertools
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -108,6 +110,15 @@ def check(client: Client, events: list[Event], output: bytes) -> None:
     assert output.endswith(PROTOCOL_HEADER) and failure.reply_code == 0
 
 
+CASES: collections.Counter[str] = collections.Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_cases() -> Iterator[None]:
+    yield
+    print(f"amqp machine fuzz: {sum(CASES.values())} generated input sequences {dict(CASES)}")
+
+
 def split(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts})
     bounds = [0, *points, len(data)]
@@ -117,6 +128,7 @@ def split(data: bytes, cuts: list[int]) -> list[bytes]:
 @FUZZ
 @given(st.binary(max_size=2000), st.lists(st.integers(0, 4000), max_size=8))
 def test_random_bytes_from_the_start(data: bytes, cuts: list[int]) -> None:
+    CASES["random"] += 1
     run(split(data, cuts))
 
 
@@ -127,6 +139,7 @@ def test_random_bytes_from_the_start(data: bytes, cuts: list[int]) -> None:
     st.booleans(),
 )
 def test_random_bytes_after_the_handshake(data: bytes, cuts: list[int], frame_like: bool) -> None:
+    CASES["after handshake"] += 1
     if frame_like:  # make it look like frames more often than not
         data = bytes([data[0] % 9]) + b"\x00" + data[1:]
     run([VALID[:HANDSHAKE_END], *split(data, cuts)])
@@ -148,6 +161,7 @@ mutation = st.tuples(
 def test_mutated_valid_streams(
     mutations: list[tuple[str, int, int]], cuts: list[int], truncate_at: int
 ) -> None:
+    CASES["mutated"] += 1
     data = bytearray(VALID)
     for kind, position, value in mutations:
         position %= len(data) or 1

@@ -116,9 +116,9 @@ commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(CommitGroupOffsets, vhosts, groups, group_offsets),
     st.builds(CommitGroupOffsets, vhosts, groups, group_offsets),
     st.builds(DeleteConsumerGroup, vhosts, groups),
-    st.builds(SetParameter, vhosts, st.sampled_from(["vhost-limits", "unknown"]),
+    st.builds(SetParameter.of, vhosts, st.sampled_from(["vhost-limits", "unknown"]),
               st.sampled_from(["limits", "other"]),
-              st.sampled_from([{}, {"max-queues": 1}, {"max-queues": -1},
+              st.sampled_from([{}, {"max-queues": 1}, {"max-queues": -1}, [],
                                {"max-connections": 0, "max-queues": 3}, {"max-queues": "1"}])),
     st.builds(ClearParameter, vhosts, st.just("vhost-limits"), st.just("limits")),
 )  # fmt: skip

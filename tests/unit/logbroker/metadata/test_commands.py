@@ -86,7 +86,7 @@ commands: st.SearchStrategy[Command] = st.one_of(
     st.builds(SetQueuePlacement, names, names, names, name_tuples),
     st.builds(CommitProducerBatch, names, names, st.integers(0, 2**63), st.integers(0, 2**63)),
     st.builds(ProducerBatchApplied, names, names, st.integers(0, 2**63)),
-    st.builds(SetParameter, names, names, names, tables),
+    st.builds(SetParameter, names, names, names, names),
     st.builds(ClearParameter, names, names, names),
 )  # fmt: skip
 

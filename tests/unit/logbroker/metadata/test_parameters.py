@@ -20,8 +20,8 @@ def state_with(*commands: object) -> MetadataState:
 
 
 def limits(**values: int) -> SetParameter:
-    return SetParameter("/", "vhost-limits", "limits",
-                        {key.replace("_", "-"): value for key, value in values.items()})
+    return SetParameter.of("/", "vhost-limits", "limits",
+                           {key.replace("_", "-"): value for key, value in values.items()})
 
 
 def test_set_change_and_clear_emit_parameter_changed_once() -> None:
@@ -56,12 +56,12 @@ def test_zero_allows_nothing() -> None:
 
 
 @pytest.mark.parametrize(("command", "code"), [
-    (SetParameter("/", "no-such-component", "x", {}), 404),
-    (SetParameter("/", "vhost-limits", "other", {}), 406),
-    (SetParameter("/", "vhost-limits", "limits", {"max-channels": 1}), 406),
-    (SetParameter("/", "vhost-limits", "limits", {"max-queues": "10"}), 406),
-    (SetParameter("/", "vhost-limits", "limits", {"max-queues": True}), 406),
-    (SetParameter("nowhere", "vhost-limits", "limits", {}), 404),
+    (SetParameter.of("/", "no-such-component", "x", {}), 404),
+    (SetParameter.of("/", "vhost-limits", "other", {}), 406),
+    (SetParameter.of("/", "vhost-limits", "limits", {"max-channels": 1}), 406),
+    (SetParameter.of("/", "vhost-limits", "limits", {"max-queues": "10"}), 406),
+    (SetParameter.of("/", "vhost-limits", "limits", {"max-queues": True}), 406),
+    (SetParameter.of("nowhere", "vhost-limits", "limits", {}), 404),
     (ClearParameter("/", "vhost-limits", "limits"), 404),
 ])
 def test_bad_parameters_are_refused_and_change_nothing(command: object, code: int) -> None:

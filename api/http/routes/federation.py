@@ -1,0 +1,51 @@
+"""/api/federation-links and /api/shovels: the links and dynamic shovels this node runs
+and their status, in RabbitMQ's shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from api.http.api_context import ApiContext, api_context
+from api.http.auth import Principal, management_user, visible_vhost, visible_vhosts
+from api.http.path_names import path_name
+from api.http.query_params import ListOptions
+
+router = APIRouter(tags=["federation"])
+Context = Depends(api_context)
+Management = Depends(management_user)
+
+
+@router.get("/api/federation-links", dependencies=[ListOptions])
+async def list_links(ctx: ApiContext = Context, who: Principal = Management
+                     ) -> list[dict[str, Any]]:
+    if ctx.federation is None:
+        return []
+    visible = set(visible_vhosts(ctx, who))
+    return [link for link in ctx.federation.statuses() if link["vhost"] in visible]
+
+
+@router.get("/api/federation-links/{vhost}", dependencies=[ListOptions])
+async def list_vhost_links(vhost: str, ctx: ApiContext = Context,
+                           who: Principal = Management) -> list[dict[str, Any]]:
+    name = path_name(vhost)
+    visible_vhost(ctx, who, name)
+    return [] if ctx.federation is None else ctx.federation.statuses(name)
+
+
+@router.get("/api/shovels", dependencies=[ListOptions])
+async def list_shovels(ctx: ApiContext = Context, who: Principal = Management
+                       ) -> list[dict[str, Any]]:
+    if ctx.federation is None:
+        return []
+    visible = set(visible_vhosts(ctx, who))
+    return [row for row in ctx.federation.shovel_statuses() if row["vhost"] in visible]
+
+
+@router.get("/api/shovels/{vhost}", dependencies=[ListOptions])
+async def list_vhost_shovels(vhost: str, ctx: ApiContext = Context,
+                             who: Principal = Management) -> list[dict[str, Any]]:
+    name = path_name(vhost)
+    visible_vhost(ctx, who, name)
+    return [] if ctx.federation is None else ctx.federation.shovel_statuses(name)

@@ -1,0 +1,1 @@
+"""Federation: exchanges (and, next, queues) that take messages from upstream brokers."""
