@@ -108,7 +108,8 @@ class Broker:
         # Set by the cluster node (`use_replicas`): replicated queues' roles here.
         self.roles: ReplicaRoles | None = None
         # Whether a login can be checked yet (a starting cluster node may know no users).
-        self.definitions_loaded = DefinitionsLoaded(config.node_name, self._can_check_logins)
+        self.definitions_loaded = DefinitionsLoaded(config.node_name, self._can_check_logins,
+                                                    clock)
         self.access = AccessControl(config, lambda: self.state, self.definitions_loaded)
         self.definitions = Definitions(lambda: self.state, self.access, self.apply, self)
         self.consuming = Consuming(lambda: self.state, self.access, self)
@@ -123,8 +124,8 @@ class Broker:
         staging = BatchStaging(lambda: self.state, self.apply, self.publisher, self.queue,
                                self.place_queue, self.released)
         self.producer_batches = ProducerBatches(lambda: self.state, self.apply, self.publisher,
-                                                lambda: self.remote, staging)
-        self.connections = ConnectionRegistry(config.max_connections)
+                                                lambda: self.remote, staging, clock)
+        self.connections = ConnectionRegistry(config.max_connections, clock)
         # Told of every applied command after the broker reacted (federation links).
         self.applied_listeners: list[Callable[[Applied], None]] = []
         self._retention_task: asyncio.Future[None] | None = None
@@ -137,14 +138,16 @@ class Broker:
     # ------------------------------------------------------------- lifecycle
 
     @classmethod
-    def open(cls, config: BrokerConfig, fs: FileSystem | None = None) -> Broker:
+    def open(cls, config: BrokerConfig, fs: FileSystem | None = None,
+             clock: Clock = SYSTEM_CLOCK) -> Broker:
         """Recover the node's state from `config.data_dir` (call inside the event loop)."""
         fs = fs or RealFileSystem()
         fs.makedirs(config.data_dir)
         password_hash = hash_password(config.default_password, os.urandom(4))
         store = MetadataStore.open(fs, config.data_dir,
-                                   bootstrap=bootstrap_commands(password_hash, config.default_user))
-        broker = cls(config, fs, store)
+                                   bootstrap=bootstrap_commands(password_hash, config.default_user),
+                                   clock=clock.wall_ms)
+        broker = cls(config, fs, store, clock=clock)
         for command in store.state.restart_cleanup_commands():
             broker._apply(command)  # transient queues and exchanges do not survive a restart
         broker._remove_orphan_queue_directories()

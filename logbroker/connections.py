@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from segments.clock import SYSTEM_CLOCK, Clock
 
 
 @dataclass
@@ -14,7 +15,7 @@ class ConnectionInfo:
     peer_port: int
     user: str
     vhost: str
-    connected_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    connected_at_ms: int = 0  # wall clock; 0: stamped by the registry when added
     channels: int = 0
     auth_mechanism: str = ""  # PLAIN, AMQPLAIN, EXTERNAL (AMQP)
     ssl: bool = False  # the connection came through a TLS listener
@@ -30,8 +31,9 @@ class ConnectionRegistry:
     and ask `refusal` first: RabbitMQ's node limit (`connection_max`) and the vhost limit
     (`max-connections`) are counted here, over every protocol."""
 
-    def __init__(self, max_connections: int = 0) -> None:
+    def __init__(self, max_connections: int = 0, clock: Clock = SYSTEM_CLOCK) -> None:
         self._connections: dict[str, ConnectionInfo] = {}
+        self._clock = clock
         self.max_connections = max_connections  # 0: no limit
 
     def refusal(self, vhost: str, vhost_max: int | None = None) -> str | None:
@@ -47,6 +49,8 @@ class ConnectionRegistry:
         return None
 
     def add(self, info: ConnectionInfo) -> None:
+        if not info.connected_at_ms:
+            info.connected_at_ms = self._clock.wall_ms()
         if len(self._connections) < REGISTRY_MAX:
             self._connections[info.connection_id] = info
 

@@ -66,8 +66,8 @@ async def resubscribe(broker: Broker, session: Session, sink: DeliverySink,
     no longer `wanted` (then nothing stays registered). The caller records the
     endpoint before it next awaits: deliveries may start in the next loop turn.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
+    clock = broker.clock
+    deadline_ms = clock.monotonic_ms() + int(wait_s * 1000)
     while wanted() and broker.state.queue(session.vhost, request.queue) is not None:
         try:
             _, endpoint = await broker.consuming.consume(
@@ -75,7 +75,7 @@ async def resubscribe(broker: Broker, session: Session, sink: DeliverySink,
                 no_ack=request.no_ack, exclusive=request.exclusive,
                 prefetch_count=request.prefetch_count, arguments=request.arguments)
         except BrokerError as error:
-            if error.reply_code != NOT_FOUND or loop.time() >= deadline:
+            if error.reply_code != NOT_FOUND or clock.monotonic_ms() >= deadline_ms:
                 logger.info("consumer %r on queue %r not resubscribed: %s",
                             request.consumer_tag, request.queue, error.text)
                 return None

@@ -18,11 +18,12 @@ its applied state when it later loses the leader (a minority still serves reads)
 from __future__ import annotations
 
 import asyncio
-import time
+import math
 from collections.abc import Callable
 
 from logbroker.errors import BrokerError
 from logbroker.metadata.reply_codes import CONNECTION_FORCED
+from segments.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["LOGIN_HOLD_S", "DefinitionsLoaded", "DefinitionsNotLoaded"]
 
@@ -45,8 +46,10 @@ class DefinitionsNotLoaded(BrokerError):
 
 
 class DefinitionsLoaded:
-    def __init__(self, node: str, loaded: Callable[[], bool]) -> None:
+    def __init__(self, node: str, loaded: Callable[[], bool],
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._node = node
+        self._clock = clock
         self._loaded = loaded
         self._latched = False
 
@@ -63,10 +66,12 @@ class DefinitionsLoaded:
 
     async def wait(self, timeout_s: float = LOGIN_HOLD_S) -> bool:
         """Until loaded, for at most `timeout_s`; whether it is."""
-        deadline = time.monotonic() + timeout_s
+        deadline_ms = self._clock.monotonic_ms() + math.ceil(timeout_s * 1000)
         while not self.ready:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            now_ms = self._clock.monotonic_ms()
+            # Past it, not at it: readings are whole milliseconds, and the hold must
+            # last the whole `timeout_s` however the first one was rounded.
+            if now_ms > deadline_ms:
                 return False
-            await asyncio.sleep(min(POLL_S, remaining))
+            await asyncio.sleep(min(POLL_S, (deadline_ms + 1 - now_ms) / 1000))
         return True

@@ -31,7 +31,6 @@ the stamp as headers `x-producer-id` and `x-producer-seq`.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -53,6 +52,7 @@ from logbroker.publishing import Publisher, PublishResult
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.queue.queue_type import RemoteQueues
 from logbroker.staging_queues import BatchKey, UnknownParts, select_parts
+from segments.clock import SYSTEM_CLOCK, Clock
 
 STAMP_SCAN_BYTES = 1 << 20
 
@@ -78,8 +78,10 @@ class ProducerBatches:
     """The node's transactional batches; one lock per producer orders its commits."""
 
     def __init__(self, state: StateSource, apply: Apply, publisher: Publisher,
-                 remote: RemoteLookup, staging: BatchStaging) -> None:
+                 remote: RemoteLookup, staging: BatchStaging,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._state = state
+        self._clock = clock  # the commit time written into the metadata (wall)
         self._apply = apply
         self._publisher = publisher
         self._remote = remote
@@ -134,7 +136,8 @@ class ProducerBatches:
         messages = select_parts(parts, tokens)
         skip: set[str] = set()
         if commit_ms is None:
-            await self._apply(CommitProducerBatch(key.vhost, key.producer, key.seq, _now_ms()))
+            await self._apply(CommitProducerBatch(key.vhost, key.producer, key.seq,
+                                                   self._clock.wall_ms()))
         else:  # a commit that did not finish: queues that have their share keep it
             skip = await self._queues_holding(key, messages, commit_ms)
         results = await self._publish(key.vhost, messages, skip)
@@ -204,7 +207,3 @@ def holds_batch(shell: QueueShell, producer: str, seq: int, since_ms: int) -> bo
                 return True
         offset = records[-1].offset + 1
     return False
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

@@ -1,19 +1,20 @@
 """The asyncio side shared by the cluster's drivers' ports: tasks and timers.
 
 `TaskSet` holds the tasks the ports start, so stopping the node cancels
-them all; `LoopTimers` is the `call_at` port on the running loop, in the
-injected clock's monotonic milliseconds.
+them all; `LoopTimers` (loop_timers.py, re-exported here) is the `call_at`
+port on the running loop, in the injected clock's monotonic milliseconds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
-from segments.clock import Clock
+from logbroker.cluster.loop_timers import LoopTimers
 
+__all__ = ["LoopTimers", "TaskSet"]
 logger = logging.getLogger(__name__)
 
 
@@ -39,26 +40,3 @@ class TaskSet:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-class LoopTimers:
-    """Timers on the running event loop, in the clock's monotonic milliseconds."""
-
-    def __init__(self, clock: Clock) -> None:
-        self._clock = clock
-        self._handles: set[asyncio.TimerHandle] = set()
-
-    def call_at(self, monotonic_ms: int, action: Callable[[], None]) -> None:
-        delay_s = max(0, monotonic_ms - self._clock.monotonic_ms()) / 1000
-        handle: asyncio.TimerHandle
-
-        def fire() -> None:
-            self._handles.discard(handle)
-            action()
-        handle = asyncio.get_running_loop().call_later(delay_s, fire)
-        self._handles.add(handle)
-
-    def cancel_all(self) -> None:
-        for handle in self._handles:
-            handle.cancel()
-        self._handles.clear()

@@ -16,13 +16,19 @@ beat every `heartbeat_ms`. Metadata proposals are `ReplicatedMetadata`'s
 (its `MetadataProposals` core). Two more rules are pure objects this node
 asks on every beat: `Isolation` (the queues led here stop taking writes while
 the Raft leader is silent for the session timeout) and `ReadIndex` (whether
-the applied metadata is current, from the leader's commit index).
+the applied metadata is current, from the leader's commit index), which a
+`ReadIndexDriver` (read_index_driver.py) runs over this node's ports.
 
 Leader lease (`LeaderLease`, leader_lease.py): the replicated queues led here
 deliver only while this node has heard the Raft leader (or, as the Raft
 leader, a majority of the voters) within `lease_ms`, well below the time the
 controller takes to declare the node down; a lapsed lease comes back only
 after a read-index round trip (or a fresh quorum) started after the lapse.
+The pure `LeaseKeeper` (lease_keeper.py) decides all of it from the Raft
+messages stepped here, the reads at delivery and on the beat, and the answers
+to the read-index questions it asks; a `LeaseDriver` (lease_driver.py) carries
+its verdicts out over ports this node gives it (the read index asked in a
+task, a timer on the clock, the pumps of the replicated queues).
 
 Membership (`ClusterMembership`): joining and removing nodes are Raft
 single-server configuration changes run by the leader; other nodes forward
@@ -31,12 +37,11 @@ the request to it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from logbroker.broker import Broker
@@ -58,13 +63,15 @@ from logbroker.cluster.controller_ports import (
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarding_port import ForwardingPort
 from logbroker.cluster.isolation import Isolation
-from logbroker.cluster.leader_lease import LeaderLease, quorum_heard_ms
+from logbroker.cluster.lease_driver import LeaseDriver, LeasePorts
+from logbroker.cluster.lease_keeper import LeaseKeeper, LeaseRaft
 from logbroker.cluster.liveness import NodeAddress
 from logbroker.cluster.queue_failover import QueueFailover
 from logbroker.cluster.queue_followers import QueueFollowers
-from logbroker.cluster.queue_handover import QueueHandover
-from logbroker.cluster.queue_host import QueueHost
-from logbroker.cluster.read_index import AskReadIndex, RaftPosition, ReadIndex
+from logbroker.cluster.queue_handover import HandoverPorts, QueueHandover
+from logbroker.cluster.queue_host import HostPorts, QueueHost
+from logbroker.cluster.read_index import RaftPosition, ReadIndex
+from logbroker.cluster.read_index_driver import ReadIndexDriver, ReadIndexPorts
 from logbroker.cluster.remote_queue import RemoteQueueRegistry
 from logbroker.cluster.replica_feed import ReplicaFeed
 from logbroker.cluster.replicated_metadata import ReplicatedMetadata
@@ -89,6 +96,7 @@ from segments.filesystem import FileSystem, RealFileSystem
 
 logger = logging.getLogger(__name__)
 _PEER_EVENTS = (ClusterNodeAdded, ClusterNodeUpdated, ClusterNodeRemoved)
+READ_INDEX_TIMEOUT_S = 2.0  # the question on a restart or a new term, asked again if lost
 
 
 class ClusterNode:
@@ -110,33 +118,36 @@ class ClusterNode:
         self._driver: RaftDriver | None = None
         self._broker: Broker | None = None
         self.tasks = TaskSet()
-        self._heartbeat: asyncio.Future[None] | None = None
         self.membership = ClusterMembership(
             settings.node_name, self.rpc, self.metadata, lambda: self.driver,
             self.transport.connected_peers, self.address, settings.proposal_timeout_s, clock)
         self.remote_queues = RemoteQueueRegistry(ForwardingPort(
             settings.node_name, self.rpc, lambda: self.metadata.state,
             self.transport.is_connected, lambda: self.driver.applied_index,
-            settings.proposal_timeout_s))
-        self.queue_host = QueueHost(self)
+            settings.proposal_timeout_s, clock))
+        self.started_ms = clock.wall_ms()  # the failover rule prefers the longest running node
+        self.queue_host = QueueHost(HostPorts(
+            settings.node_name, self.rpc, lambda: self.broker, lambda: self.metadata.state,
+            self._wait_applied, self.started_ms))
         self.followers = QueueFollowers(
             settings.node_name, self.rpc, lambda v, n: self.metadata.state.queue(v, n),
             self.fs, lambda v, n: self.broker.queue_directory(v, n))
         self.feed = ReplicaFeed(
             settings.node_name, self.rpc, lambda: self.broker, self.metadata.propose,
             self.followers.copy_status, lambda: self.started_ms)
-        self.handover = QueueHandover(self)
+        self.handover = QueueHandover(HandoverPorts(
+            settings.node_name, self.rpc, lambda: self.broker, lambda: self.metadata.state,
+            self.metadata.propose, self.transport.connected_peers, lambda: self.failover,
+            clock))
         self._timers = LoopTimers(clock)
         self.controller = self._build_controller()
-        self.started_ms = clock.wall_ms()  # the failover rule prefers the longest running node
         # Monotonic: a process that was stopped must see the silence it slept through.
         self.isolation = Isolation(settings.session_timeout_ms, clock.monotonic_ms())
         # Raft's read index: this node's metadata is current once it has applied as much
         # as the leader said it committed.
-        self.read_index = ReadIndex()
-        self.lease = LeaderLease(settings.lease_ms, clock.monotonic_ms())
-        self._voter_heard: dict[str, int] = {}  # as Raft leader: when each voter was heard
-        self._regaining = False
+        self.read_index = ReadIndexDriver(ReadIndex(), ReadIndexPorts(
+            self._raft_position, self._ask_commit, self._metadata_confirmed))
+        self.lease = self._build_lease()
         self.rpc.on_notice("cluster.heartbeat", self._heard)
         self.rpc.handle("metadata.read_index", self._read_index)
 
@@ -180,12 +191,13 @@ class ClusterNode:
         self.fs.makedirs(self.config.data_dir)
         founding = EMPTY_MEMBERSHIP if settings.join else desired_roles(
             sorted({settings.node_name, *(peer.name for peer in settings.peers)}))
-        broker = Broker(self.config, self.fs, self.metadata, proposer=self.metadata.propose)
+        broker = Broker(self.config, self.fs, self.metadata, proposer=self.metadata.propose,
+                        clock=self.clock)
         broker.remote = self.remote_queues
         broker.placer = self._place
         broker.may_deliver = self._may_deliver
-        broker.lease_holds = self._lease_valid
-        broker.use_replicas(self.followers, self._metadata_current)
+        broker.lease_holds = self.lease.holds
+        broker.use_replicas(self.followers, self.read_index.current)
         self._broker = broker
         self.metadata.on_applied = self._applied
         self.metadata.on_restored = self._restored
@@ -201,7 +213,7 @@ class ClusterNode:
         self._driver.start()
         broker.start_background()
         self.feed.start()
-        self._heartbeat = asyncio.ensure_future(self._heartbeat_loop())
+        self._timers.call_at(self.clock.monotonic_ms(), self._pulse)  # the first beat
         if settings.join:
             self._spawn(self.membership.join_through(settings.others()))
         logger.info("cluster node %s: cluster port %d, founding members %s", settings.node_name,
@@ -214,10 +226,8 @@ class ClusterNode:
                 await self.handover.hand_over_all()
             except Exception as error:  # stopping goes on regardless
                 logger.warning("shutdown handover incomplete: %s", error)
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
         self.controller.stop()
-        self._timers.cancel_all()
+        self._timers.cancel_all()  # the controller's, the beat, a lapsed lease's reading
         await self.tasks.cancel_all()
         await self.feed.stop()
         await self.rpc.close()
@@ -259,7 +269,7 @@ class ClusterNode:
             if message.source == self._driver.leader_id:
                 self.isolation.heard(self.clock.monotonic_ms())
             self._driver.step(message)
-            self._lease_heard(message)
+            self.lease.heard(message.source, message.term)
 
     def _peer_changed(self, peer: str, connected: bool) -> None:
         if connected:
@@ -288,10 +298,11 @@ class ClusterNode:
             if gate is not None and node in gate.leader.members:
                 gate.leader.follower_down(node)
 
-    def _metadata_current(self) -> bool:
-        """Whether this node's applied metadata is as new as the cluster's (`ReadIndex`)."""
-        position = self._raft_position()
-        return position is not None and self.read_index.current(position)
+    async def _wait_applied(self, index: int) -> None:
+        """Return once this node applied the metadata log up to `index`."""
+        driver = self.driver
+        if driver.applied_index < index:
+            await driver.wait_applied(index, self.settings.proposal_timeout_s)
 
     def _raft_position(self) -> RaftPosition | None:
         driver = self._driver
@@ -308,23 +319,23 @@ class ClusterNode:
                               "read index: not a leader with its term committed")
         return Envelope("ok", {"commit": driver.commit_index})
 
-    def _ask_read_index(self) -> None:
-        position = self._raft_position()
-        question = self.read_index.want(position) if position is not None else None
-        if question is not None:
-            self._spawn(self._confirm_commit(question))
+    def _ask_commit(self, leader: str, on_answer: Callable[[int | None], None]) -> None:
+        """The read index's question: `leader`'s commit index (None: no answer)."""
+        async def asking() -> None:
+            on_answer(await self._commit_of(leader, READ_INDEX_TIMEOUT_S))
+        self._spawn(asking())
 
-    async def _confirm_commit(self, question: AskReadIndex) -> None:
-        commit: int | None = None
+    async def _commit_of(self, leader: str, timeout_s: float) -> int | None:
         try:
-            answer = await self.rpc.call(question.leader, Envelope("metadata.read_index"), 2.0)
-            commit = int(answer.header["commit"])
-        except BrokerError:
-            pass  # asked again on the next beat
-        finally:
-            if self.read_index.answered(question.request, self.driver.leader_id, commit) \
-                    and self.broker.roles is not None:
-                self.broker.roles.catch_up()
+            answer = await self.rpc.call(leader, Envelope("metadata.read_index"), timeout_s)
+            return int(answer.header["commit"])
+        except Exception as error:  # no answer: asked again (the beat, the lease's retry)
+            logger.debug("no read index from %s: %s", leader, error)
+            return None
+
+    def _metadata_confirmed(self) -> None:
+        if self.broker.roles is not None:
+            self.broker.roles.catch_up()
 
     def _applied(self, applied: Applied) -> None:
         self.broker.react(applied)
@@ -378,9 +389,8 @@ class ClusterNode:
 
     def _role_changed(self, soft: SoftState) -> None:
         self.isolation.heard(self.clock.monotonic_ms())  # a new term: from now
-        self._voter_heard.clear()  # what voters said in an earlier term proves nothing now
+        self.lease.term_changed()
         self.read_index.leader_changed()  # ask the new leader, at once
-        self._ask_read_index()
         if soft.role is not Role.LEADER:
             return
         logger.info("cluster node %s is now the Raft leader (the controller)", self.node_name)
@@ -403,16 +413,20 @@ class ClusterNode:
 
     # ---------------------------------------------------------- leader lease
 
-    def _lease_heard(self, message: Message) -> None:
-        """A Raft message was stepped: renew the lease if it came from the authority."""
-        driver = self.driver
-        now = self.clock.monotonic_ms()
-        if driver.is_leader:
-            # Only answers in the leader's own term count: a newer term has demoted us.
-            if message.term == driver.term and message.source in driver.membership.voters:
-                self._voter_heard[message.source] = now
-        elif message.source == driver.leader_id:
-            self.lease.renew(now)
+    def _build_lease(self) -> LeaseDriver:
+        settings = self.settings
+        keeper = LeaseKeeper(settings.node_name, settings.lease_ms, self.clock.monotonic_ms(),
+                             retry_ms=max(1, int(settings.raft_tick_s * 1000)))
+        return LeaseDriver(keeper, LeasePorts(
+            self._lease_raft, self._prove_lease, self._timers.call_at, self._lease_restored),
+            self.clock)
+
+    def _lease_raft(self) -> LeaseRaft | None:
+        driver = self._driver
+        if driver is None:
+            return None
+        return LeaseRaft(driver.leader_id, driver.is_leader, driver.term,
+                         driver.membership.voters)
 
     def _may_deliver(self, vhost: str, name: str, epoch: int) -> bool:
         """Whether this node's leader of `name` at `epoch` may deliver now: the metadata
@@ -420,60 +434,26 @@ class ClusterNode:
         record = self.metadata.state.queue(vhost, name)
         if record is None or record.leader_node != self.node_name or record.epoch != epoch:
             return False
-        return self._lease_valid()
+        return self.lease.holds()
 
-    def _lease_valid(self) -> bool:
-        lease = self.lease
-        now = self.clock.monotonic_ms()
-        driver = self._driver
-        if driver is not None and driver.is_leader:
-            voters = sorted(driver.membership.voters | {self.node_name})
-            quorum = quorum_heard_ms(voters, self.node_name, self._voter_heard, now)
-            if quorum is not None:
-                if lease.lapsed and lease.quorum_proves(quorum):
-                    self._lease_restored(now)
-                lease.renew(quorum)
-        was_lapsed = lease.lapsed
-        valid = lease.valid(now)
-        if not valid and not was_lapsed:
-            logger.warning("cluster node %s: leader lease lapsed (nothing heard from the "
-                           "%s for %d ms); replicated queues led here deliver nothing "
-                           "until the metadata is confirmed current", self.node_name,
-                           "voters" if driver is not None and driver.is_leader
-                           else "controller", now - lease.renewed_ms)
-        if lease.lapsed and not self._regaining:
-            self._regaining = True
-            self._spawn(self._regain_lease())
-        return valid
+    def _prove_lease(self, leader: str, on_done: Callable[[bool], None]) -> None:
+        self._spawn(self._read_index_applied(leader, on_done))
 
-    async def _regain_lease(self) -> None:
-        """Restore a lapsed lease once a read index asked after the lapse is applied
-        here (the Raft leader restores it from a fresh quorum in `_lease_valid`)."""
+    async def _read_index_applied(self, leader: str, on_done: Callable[[bool], None]) -> None:
+        """The lease's proof: `leader`'s read index, applied here."""
+        commit = await self._commit_of(leader, self.settings.lease_ms / 1000)
+        if commit is None:
+            on_done(False)
+            return
         try:
-            while self.lease.lapsed:
-                driver = self.driver
-                leader = driver.leader_id
-                if leader is None or driver.is_leader:
-                    await asyncio.sleep(self.settings.raft_tick_s)
-                    self._lease_valid()  # the Raft leader's quorum check
-                    continue
-                started = self.clock.monotonic_ms()
-                try:
-                    answer = await self.rpc.call(leader, Envelope("metadata.read_index"),
-                                                 self.settings.lease_ms / 1000)
-                    await driver.wait_applied(int(answer.header["commit"]),
-                                              self.settings.proposal_timeout_s)
-                except (BrokerError, TimeoutError):
-                    await asyncio.sleep(self.settings.raft_tick_s)
-                    continue
-                if driver.leader_id == leader and self.lease.restore_proven_by(started):
-                    self._lease_restored(self.clock.monotonic_ms())
-        finally:
-            self._regaining = False
+            await self.driver.wait_applied(commit, self.settings.proposal_timeout_s)
+        except Exception as error:  # not applied in time: the keeper asks again
+            logger.debug("leader lease proof from %s not applied: %s", leader, error)
+            on_done(False)
+            return
+        on_done(True)
 
-    def _lease_restored(self, now_ms: int) -> None:
-        logger.info("cluster node %s: leader lease restored", self.node_name)
-        self.lease.restore(now_ms)
+    def _lease_restored(self) -> None:
         for shell in self.broker.all_queues():
             if shell.capabilities().replicated:
                 shell.schedule_pump()  # what waited for the lease
@@ -484,18 +464,18 @@ class ClusterNode:
             peer, str(header["host"]), int(header["cluster_port"]), int(header["amqp_port"]),
             int(header["http_port"])))
 
-    async def _heartbeat_loop(self) -> None:
-        interval_s = self.settings.heartbeat_ms / 1000
-        while True:
-            with contextlib.suppress(Exception):
-                self._beat()
-            await asyncio.sleep(interval_s)
+    def _pulse(self) -> None:
+        """The node's beat, every `heartbeat_ms` of the clock until the node stops."""
+        with contextlib.suppress(Exception):  # the next beat tries again
+            self._beat()
+        self._timers.call_at(self.clock.monotonic_ms() + self.settings.heartbeat_ms,
+                             self._pulse)
 
     def _beat(self) -> None:
         address = self.address()
         self._check_isolation()
-        self._lease_valid()  # notices a lapse even with nothing to deliver
-        self._ask_read_index()
+        self.lease.holds()  # notices a lapse even with nothing to deliver
+        self.read_index.ask()
         if self.broker.roles is not None:
             self.broker.roles.catch_up()
         self.controller.beat(address)

@@ -63,7 +63,7 @@ class Buffered(NamedTuple):  # one per forwarded delivery: a frozen dataclass co
     offset: int
     redelivered: bool
     blob: bytes
-    deadline: float | None = None  # expired after this time (the caller's clock)
+    deadline_ms: int | None = None  # expired after this (the caller's monotonic clock)
 
 
 @dataclass(eq=False)
@@ -164,7 +164,8 @@ class ForwardedConsumers:
         new leader delivers those messages again)."""
         self._held.pop((node, vhost, queue), None)
 
-    def hand_out(self, consumer: ForwardedConsumer, now: float) -> tuple[int, list[Buffered]]:
+    def hand_out(self, consumer: ForwardedConsumer, now_ms: int
+                 ) -> tuple[int, list[Buffered]]:
         """Pass buffered deliveries to the client while it has room: how many went,
         and the expired ones met on the way (taken out, for X)."""
         if not consumer.ready:
@@ -176,7 +177,7 @@ class ForwardedConsumers:
         while consumer.buffer and (room is None or room > 0):
             item = consumer.buffer.popleft()
             if not consumer.no_ack:
-                if item.deadline is not None and now > item.deadline:
+                if item.deadline_ms is not None and now_ms > item.deadline_ms:
                     expired.append(item)
                     continue
                 if held is None:

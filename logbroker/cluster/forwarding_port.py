@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from logbroker.cluster.cluster_rpc import ClusterRpc
 from logbroker.metadata import MetadataState
+from segments.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["ForwardingPort"]
 
@@ -27,3 +28,4 @@ class ForwardingPort:
     is_connected: Callable[[str], bool]  # the link to that node is up
     applied_index: Callable[[], int]  # of this node's metadata log
     request_timeout_s: float  # a request to a leader (the proposal timeout)
+    clock: Clock = SYSTEM_CLOCK  # when a buffered delivery expires (monotonic)

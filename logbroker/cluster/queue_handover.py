@@ -20,17 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
 
+from logbroker.cluster.cluster_rpc import ClusterRpc
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.local_queues import LocalQueues
 from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
 from logbroker.leader_rebalance import LedQueue, plan_rebalance
-from logbroker.metadata import ElectQueueLeader, QueueRecord
+from logbroker.metadata import Command, ElectQueueLeader, MetadataState, QueueRecord
 from logbroker.queue.replication_gate import ReplicationGate
-
-if TYPE_CHECKING:
-    from logbroker.cluster.cluster_node import ClusterNode
+from segments.clock import SYSTEM_CLOCK, Clock
 
 logger = logging.getLogger(__name__)
 CATCH_UP_TIMEOUT_S = 5.0
@@ -42,14 +43,39 @@ LEAVING_FOR_S = 2 * SHUTDOWN_TIMEOUT_S
 LEAVING_NOTICE_S = 0.1  # time for the notices of peers stopped at the same moment
 
 
+class ElectionCounts(Protocol):
+    """The controller's failover counters (`QueueFailover`), shown with the handovers."""
+
+    @property
+    def elections(self) -> int: ...
+
+    @property
+    def out_of_sync_promotions(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HandoverPorts:
+    """What `QueueHandover` needs of its node, which builds this port (never the node)."""
+
+    node_name: str
+    rpc: ClusterRpc
+    queues: Callable[[], LocalQueues]  # the broker, once the node started
+    state: Callable[[], MetadataState]  # the metadata as applied here
+    propose: Callable[[Command], Awaitable[None]]  # a metadata command, until committed
+    connected_peers: Callable[[], frozenset[str]]  # the nodes whose cluster link is up
+    failover: Callable[[], ElectionCounts]
+    clock: Clock = SYSTEM_CLOCK
+
+
 class QueueHandover:
-    def __init__(self, node: ClusterNode) -> None:
-        self.node = node
+    def __init__(self, ports: HandoverPorts) -> None:
+        self._ports = ports
+        self._clock = ports.clock
         self.handovers = 0
-        self._leaving: dict[str, float] = {}  # peer -> until when (monotonic s)
-        node.rpc.handle("q.transfer", self._transfer_request)
-        node.rpc.on_notice("cluster.leaving", self._peer_leaving)
-        node.rpc.handle("q.sync", self._sync_request)
+        self._leaving: dict[str, int] = {}  # peer -> until when (monotonic ms)
+        ports.rpc.handle("q.transfer", self._transfer_request)
+        ports.rpc.on_notice("cluster.leaving", self._peer_leaving)
+        ports.rpc.handle("q.sync", self._sync_request)
 
     # ------------------------------------------------------------- any node
 
@@ -61,9 +87,9 @@ class QueueHandover:
         if leader is None or not record.replicated:
             raise BrokerError(PRECONDITION_FAILED, f"queue '{name}' in vhost '{vhost}' is "
                               "not replicated: it has no other node to lead it")
-        if leader == self.node.node_name:
+        if leader == self._ports.node_name:
             return await self.hand_over(vhost, name, target, always=False)
-        answer = await self.node.rpc.call(leader, Envelope("q.transfer", {
+        answer = await self._ports.rpc.call(leader, Envelope("q.transfer", {
             "v": vhost, "q": name, "to": target}), TRANSFER_TIMEOUT_S)
         return str(answer.header["leader"])
 
@@ -78,18 +104,18 @@ class QueueHandover:
         if record.leader_node is None or not record.replicated:
             raise BrokerError(PRECONDITION_FAILED, f"queue '{name}' in vhost '{vhost}' is "
                               "not replicated: there is nothing to synchronise")
-        if record.leader_node != self.node.node_name:
-            await self.node.rpc.call(record.leader_node, Envelope("q.sync", {
+        if record.leader_node != self._ports.node_name:
+            await self._ports.rpc.call(record.leader_node, Envelope("q.sync", {
                 "v": vhost, "q": name, "action": action}), TRANSFER_TIMEOUT_S)
             return
-        shell = self.node.broker.queue(vhost, name)
+        shell = self._ports.queues().queue(vhost, name)
         gate = shell.replication if shell is not None else None
         if gate is None:
             raise BrokerError(PRECONDITION_FAILED, f"queue '{name}' in vhost '{vhost}' is "
-                              f"not open on its leader node {self.node.node_name} yet")
+                              f"not open on its leader node {self._ports.node_name} yet")
         if gate.leader.members != record.members:  # a member added a moment ago
             gate.moved(lambda: gate.leader.set_members(record.members, record.in_sync,
-                                                       int(time.time() * 1000)))
+                                                       self._clock.wall_ms()))
         members = gate.leader.request_sync() if action == "sync" else gate.leader.cancel_sync()
         gate.changes.notify()  # waiting fetches get their new verdict now
         logger.info("queue %r in vhost %r: %s for %s", name, vhost, action,
@@ -101,14 +127,14 @@ class QueueHandover:
         return Envelope("ok")
 
     def replication_counters(self) -> dict[str, int]:
-        failover = self.node.failover
+        failover = self._ports.failover()
         return {"elections": failover.elections,
                 "out_of_sync_promotions": failover.out_of_sync_promotions,
                 "handovers": self.handovers}
 
     async def rebalance(self) -> list[dict[str, str]]:
         """Spread replicated queue leaders evenly over the nodes that are up."""
-        state = self.node.metadata.state
+        state = self._ports.state()
         live = [n.name for n in state.cluster_nodes() if n.up]
         queues = [LedQueue(v.name, q.name, q.leader_node, q.in_sync)
                   for v in state.vhosts() for q in state.queues(v.name)
@@ -137,17 +163,17 @@ class QueueHandover:
     async def hand_over(self, vhost: str, name: str, target: str | None,
                         always: bool) -> str:
         record = self._record(vhost, name)
-        shell = self.node.broker.queue(vhost, name)
+        shell = self._ports.queues().queue(vhost, name)
         gate = shell.replication if shell is not None else None
-        if gate is None or record.leader_node != self.node.node_name:
-            raise BrokerError(PRECONDITION_FAILED, f"node {self.node.node_name} does not lead "
+        if gate is None or record.leader_node != self._ports.node_name:
+            raise BrokerError(PRECONDITION_FAILED, f"node {self._ports.node_name} does not lead "
                               f"queue '{name}' in vhost '{vhost}' (it moved meanwhile)")
         chosen = self._target(record, gate, target, always)
         gate.pause(f"queue '{name}' is moving to node {chosen}")
         try:
             await self._wait_caught_up(gate, chosen)
             in_sync = (chosen, *(n for n in record.in_sync if n != chosen))
-            await self.node.metadata.propose(ElectQueueLeader(
+            await self._ports.propose(ElectQueueLeader(
                 vhost, name, record.epoch, chosen, in_sync,
                 out_of_sync=chosen not in record.in_sync))
         except BaseException:
@@ -160,10 +186,10 @@ class QueueHandover:
 
     def _target(self, record: QueueRecord, gate: ReplicationGate, wanted: str | None,
                 always: bool) -> str:
-        connected = self.node.transport.connected_peers()
-        up = {n.name for n in self.node.metadata.state.cluster_nodes() if n.up}
+        connected = self._ports.connected_peers()
+        up = {n.name for n in self._ports.state().cluster_nodes() if n.up}
         leaving = self._peers_leaving()
-        followers = [m for m in record.members if m != self.node.node_name
+        followers = [m for m in record.members if m != self._ports.node_name
                      and m in connected and m in up and m not in leaving]
         eligible = [m for m in followers if always or m in record.in_sync]
         if wanted is not None:
@@ -181,9 +207,9 @@ class QueueHandover:
                                             ).persisted_end)
 
     async def _wait_caught_up(self, gate: ReplicationGate, follower: str) -> None:
-        deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
+        deadline_ms = self._clock.monotonic_ms() + int(CATCH_UP_TIMEOUT_S * 1000)
         while not gate.caught_up(follower):
-            remaining = deadline - time.monotonic()
+            remaining = (deadline_ms - self._clock.monotonic_ms()) / 1000
             if remaining <= 0 or gate.fenced is not None:
                 raise BrokerError(PRECONDITION_FAILED, f"node {follower} did not catch up "
                                   f"within {CATCH_UP_TIMEOUT_S:g} s")
@@ -196,13 +222,13 @@ class QueueHandover:
 
         The peers hear first that this node is stopping, so none of them hands it a
         queue meanwhile (nodes stopped together would pass queues back and forth)."""
-        peers = self.node.transport.connected_peers()
+        peers = self._ports.connected_peers()
         for peer in peers:
-            self.node.rpc.notify(peer, Envelope("cluster.leaving", {}))
+            self._ports.rpc.notify(peer, Envelope("cluster.leaving", {}))
         if peers:
             await asyncio.sleep(LEAVING_NOTICE_S)
         work = []
-        for shell in self.node.broker.all_queues():
+        for shell in self._ports.queues().all_queues():
             if shell.capabilities().replicated:
                 always = self._promote_on_shutdown(shell.settings.vhost, shell.name) == "always"
                 work.append(self._hand_over_quietly(shell.settings.vhost, shell.name, always))
@@ -217,20 +243,20 @@ class QueueHandover:
                            error.reply_text)
 
     def _peer_leaving(self, peer: str, _envelope: Envelope) -> None:
-        self._leaving[peer] = time.monotonic() + LEAVING_FOR_S
+        self._leaving[peer] = self._clock.monotonic_ms() + int(LEAVING_FOR_S * 1000)
 
     def _peers_leaving(self) -> set[str]:
-        now = time.monotonic()
+        now = self._clock.monotonic_ms()
         for peer in [p for p, until in self._leaving.items() if until <= now]:
             del self._leaving[peer]
         return set(self._leaving)
 
     def _promote_on_shutdown(self, vhost: str, name: str) -> str:
-        definition = self.node.metadata.state.queue_policy_definition(vhost, name)
+        definition = self._ports.state().queue_policy_definition(vhost, name)
         return str(definition.get("ha-promote-on-shutdown", "when-synced"))
 
     def _record(self, vhost: str, name: str) -> QueueRecord:
-        record = self.node.metadata.state.queue(vhost, name)
+        record = self._ports.state().queue(vhost, name)
         if record is None:
             raise BrokerError(NOT_FOUND, f"no queue '{name}' in vhost '{vhost}'")
         return record

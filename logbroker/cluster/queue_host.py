@@ -55,24 +55,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from logbroker.broker import MOVE_WAIT_S
 from logbroker.cluster import publish_epochs
+from logbroker.cluster.cluster_rpc import ClusterRpc
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_message import decode_message, encode_message, encode_record
+from logbroker.cluster.local_queues import LocalQueues
 from logbroker.cluster.remote_flow import HoldAnnouncer
 from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
 from logbroker.message import Message
+from logbroker.metadata import MetadataState
 from logbroker.producer_batches import holds_batch
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.queue.replication_gate import ConfirmRefused, GateFenced
 from segments.record_batch import LogRecord, Record
-
-if TYPE_CHECKING:
-    from logbroker.cluster.cluster_node import ClusterNode
 
 logger = logging.getLogger(__name__)
 WINDOW = 512  # deliveries in flight per forwarded channel
@@ -93,6 +94,19 @@ def forwarded_channel_prefix(node: str, generation: int | None = None) -> str:
 def forwarded_channel_key(node: str, generation: int, remote_key: str) -> str:
     """The key here of `node`'s channel `remote_key` over the link of `generation`."""
     return forwarded_channel_prefix(node, generation) + remote_key
+
+
+@dataclass(frozen=True, slots=True)
+class HostPorts:
+    """What `QueueHost` needs of its node, which builds this port (never the node)."""
+
+    node_name: str
+    rpc: ClusterRpc
+    queues: Callable[[], LocalQueues]  # the broker, once the node started
+    state: Callable[[], MetadataState]  # the metadata as applied here
+    # Returns once this node applied the metadata log up to that index (or times out).
+    wait_applied: Callable[[int], Awaitable[None]]
+    started_ms: int  # wall time: the first link generation (see `QueueHost.generation`)
 
 
 @dataclass
@@ -126,7 +140,7 @@ class ForwardedSink:
     def _post(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
               blob: bytes, ttl_left_ms: int | None) -> None:
         self.sent += 1
-        rpc = self.host.node.rpc
+        rpc = self.host.rpc
         envelope = self._open
         if (envelope is not None and envelope.header["q"] == queue
                 and rpc.extend_last(self.node, envelope, len(blob))):
@@ -155,7 +169,7 @@ class ForwardedSink:
 
     def consumer_cancelled(self, queue: str, consumer_tag: str,
                            leader_moved: bool = False) -> None:
-        self.host.node.rpc.notify(self.node, Envelope("q.cancelled", {
+        self.host.rpc.notify(self.node, Envelope("q.cancelled", {
             "q": queue, "tag": consumer_tag, "ck": self.remote_key, "moved": leader_moved}))
 
     def credit(self) -> int | None:
@@ -163,11 +177,11 @@ class ForwardedSink:
 
 
 class QueueHost:
-    def __init__(self, node: ClusterNode) -> None:
-        self.node = node
+    def __init__(self, ports: HostPorts) -> None:
+        self._ports = ports
+        self.rpc = rpc = ports.rpc
         self._sinks: dict[tuple[str, str], ForwardedSink] = {}
         self._generations: dict[str, int] = {}  # per peer: its link's (see `generation`)
-        rpc = node.rpc
         # Queues here holding their publishers tell the nodes publishing through them.
         self._holds = HoldAnnouncer(lambda peer, notice: rpc.post(peer, notice))
         rpc.handle("q.publish", self._publish)
@@ -184,22 +198,19 @@ class QueueHost:
         rpc.on_notice("q.credit", self._credit)
 
     async def _caught_up(self, header: dict[str, object]) -> None:
-        index = int(str(header.get("a", 0)))
-        driver = self.node.driver
-        if driver.applied_index < index:
-            await driver.wait_applied(index, self.node.settings.proposal_timeout_s)
+        await self._ports.wait_applied(int(str(header.get("a", 0))))
 
     async def _shell(self, vhost: str, name: str) -> QueueShell:
         shell = await self._opened(vhost, name)
         if shell is None:
             raise BrokerError(NOT_FOUND, f"no queue '{name}' in vhost '{vhost}' "
-                              f"on node {self.node.node_name}")
+                              f"on node {self._ports.node_name}")
         return shell
 
     async def _opened(self, vhost: str, name: str) -> QueueShell | None:
         """The queue's shell here; one this node was just elected to lead (a failover or
         handover under way) is waited for, briefly, rather than answered 404."""
-        broker = self.node.broker
+        broker = self._ports.queues()
         shell = broker.queue(vhost, name)
         if shell is None and broker.roles is not None and broker.leads_queue(vhost, name):
             await broker.roles.moved(vhost, name, MOVE_WAIT_S)
@@ -211,7 +222,7 @@ class QueueHost:
     async def _publish(self, peer: str, envelope: Envelope) -> Envelope:
         await self._caught_up(envelope.header)
         vhost = str(envelope.header["v"])
-        broker = self.node.broker
+        broker = self._ports.queues()
         routed: list[tuple[Message, list[QueueShell]]] = []
         missing: set[int] = set()
         names_of = envelope.header["t"]  # per message: its target queues' names
@@ -246,14 +257,14 @@ class QueueHost:
         sender meant (`publish_epochs`): their messages are not confirmed."""
         if not isinstance(believed, dict):
             return  # a sender on older code
-        state = self.node.metadata.state
+        state = self._ports.state()
         for name, epoch in believed.items():
             shell = opened.get(str(name))
             if shell is None:
                 continue
             gate = shell.replication
             why = publish_epochs.refusal(int(epoch), gate.leader.epoch if gate else None,
-                                         state.queue(vhost, str(name)), self.node.node_name)
+                                         state.queue(vhost, str(name)), self._ports.node_name)
             if why is not None:
                 logger.info("publish from %s to queue %r in vhost %r nacked: %s",
                             peer, name, vhost, why)
@@ -323,7 +334,7 @@ class QueueHost:
 
     def _settle(self, peer: str, envelope: Envelope) -> None:
         header = envelope.header
-        shell = self.node.broker.queue(str(header["v"]), str(header["q"]))
+        shell = self._ports.queues().queue(str(header["v"]), str(header["q"]))
         if shell is None:
             return  # deleted meanwhile: nothing to settle
         # A settle from before a broken link can come after the message was requeued
@@ -346,7 +357,7 @@ class QueueHost:
         if sink is None:
             return  # the channel closed here already: it requeued them
         offsets, tag = [int(offset) for offset in header["o"]], str(header["tag"])
-        broker = self.node.broker
+        broker = self._ports.queues()
         for vhost, name in sink.queues:
             shell = broker.queue(vhost, name) if name == header["q"] else None
             if shell is None:
@@ -359,7 +370,7 @@ class QueueHost:
 
     def _cancel(self, peer: str, envelope: Envelope) -> None:
         header = envelope.header
-        shell = self.node.broker.queue(str(header["v"]), str(header["q"]))
+        shell = self._ports.queues().queue(str(header["v"]), str(header["q"]))
         if shell is None:
             return
         if "ck" in header:
@@ -385,7 +396,7 @@ class QueueHost:
         if sink is None:
             return
         sink.granted += int(envelope.header["n"])
-        broker = self.node.broker
+        broker = self._ports.queues()
         for vhost, name in sink.queues:
             shell = broker.queue(vhost, name)
             if shell is not None:
@@ -403,7 +414,7 @@ class QueueHost:
     def _sink_shell(self, sink: ForwardedSink, queue: str) -> QueueShell | None:
         shell = sink.shells.get(queue)
         if shell is None or shell.closed:
-            shell = next((self.node.broker.queue(vhost, name) for vhost, name in sink.queues
+            shell = next((self._ports.queues().queue(vhost, name) for vhost, name in sink.queues
                           if name == queue), None)  # one vhost per channel: names are unique
             if shell is None:
                 return None
@@ -422,7 +433,7 @@ class QueueHost:
     def generation(self, peer: str) -> int:
         """The generation of the link to `peer`. The first is this node's start time in
         ms, so a node that restarted never reuses one a peer may still name."""
-        return self._generations.get(peer, self.node.started_ms)
+        return self._generations.get(peer, self._ports.started_ms)
 
     def _sink(self, peer: str, remote_key: str) -> ForwardedSink:
         sink = self._sinks.get((peer, remote_key))
@@ -432,7 +443,7 @@ class QueueHost:
         return sink
 
     def _close_sink(self, sink: ForwardedSink, requeue_after_s: float = 0.0) -> None:
-        broker = self.node.broker
+        broker = self._ports.queues()
         for vhost, name in sink.queues:
             shell = broker.queue(vhost, name)
             if shell is None:

@@ -348,13 +348,13 @@ class RemoteQueueRegistry:
         consumer: ForwardedConsumer | None = None
         tag_seen: object = None
         counts_bounded = False
-        now = asyncio.get_running_loop().time()
+        now_ms = self._node.clock.monotonic_ms()
         offsets = header["o"]
         for tag, offset, redelivered, ttl_left, blob in zip(
                 header["tag"], offsets, header["r"], header.get("x") or [None] * len(offsets),
                 envelope.blobs, strict=True):
             item = Buffered(int(offset), bool(redelivered), blob,
-                            None if ttl_left is None else now + int(ttl_left) / 1000)
+                            None if ttl_left is None else now_ms + int(ttl_left))
             if tag != tag_seen or consumer is None:  # runs of one consumer's deliveries
                 tag_seen = tag
                 consumer = self.consumers.get(channel_key, str(tag))
@@ -382,7 +382,8 @@ class RemoteQueueRegistry:
             self._owe(peer, channel_key, len(items))
 
     def _hand_out(self, consumer: ForwardedConsumer) -> None:
-        count, expired = self.consumers.hand_out(consumer, asyncio.get_running_loop().time())
+        count, expired = self.consumers.hand_out(consumer,
+                                                 self._node.clock.monotonic_ms())
         if expired:  # back to the head of the queue, where the leader expires them
             self._return(consumer.node, consumer.channel_key, consumer.queue, consumer.tag,
                          expired)

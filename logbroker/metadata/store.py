@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +48,7 @@ from logbroker.metadata.commands import Command, CommandDecodeError, decode_comm
 from logbroker.metadata.errors import MetadataError, precondition_failed
 from logbroker.metadata.events import Applied
 from logbroker.metadata.state import MetadataState
+from segments.clock import SYSTEM_CLOCK
 from segments.errors import StorageError
 from segments.filesystem import FileSystem, write_file_atomically
 from segments.log import Log, LogConfig
@@ -81,10 +81,6 @@ class MetadataStoreConfig:
             raise ValueError("snapshot_every must be at least 1")
         if self.max_command_bytes < 1:
             raise ValueError("max_command_bytes must be positive")
-
-
-def _wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _state_bytes(state: Any) -> bytes:
@@ -136,7 +132,7 @@ class MetadataStore:
         data_dir: str,
         bootstrap: Sequence[Command] = (),
         config: MetadataStoreConfig | None = None,
-        clock: Callable[[], int] = _wall_clock_ms,
+        clock: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
     ) -> MetadataStore:
         """Recover the metadata in `<data_dir>/metadata`; bootstrap it if brand new."""
         config = config or MetadataStoreConfig()

@@ -11,6 +11,7 @@ from logbroker.broker_config import BrokerConfig, Session
 from logbroker.message import Message
 from logbroker.metadata import CommitProducerBatch
 from logbroker.producer_batches import BatchConflict, ProducerBatches
+from segments.clock import ManualClock
 
 SESSION = Session("conn-1", "guest", "/")
 
@@ -117,4 +118,15 @@ async def test_a_pending_batch_skips_queues_led_elsewhere_that_hold_it(
     assert (outcome.duplicate, outcome.messages, outcome.refused) == (False, 1, 0)
     assert remote.endpoints["r-held"].asked == [("p", 2, 1234)]
     assert remote.published == [(b"x", ["r-missing"])]  # not to the queue that has it
+    await broker.close()
+
+
+async def test_the_commit_time_comes_from_the_brokers_clock(tmp_path: Path) -> None:
+    clock = ManualClock(wall_ms=1_800_000_000_000)
+    broker = Broker.open(BrokerConfig(data_dir=str(tmp_path)), clock=clock)
+    await broker.definitions.declare_queue(SESSION, "a", durable=True)
+    part = await broker.producer_batches.stage("/", "p", 0, [Message("", "a", b"x")])
+    await broker.producer_batches.commit("/", "p", 0, [part])
+    record = broker.state.producer("/", "p")
+    assert record is not None and record.last_commit_ms == 1_800_000_000_000
     await broker.close()

@@ -50,7 +50,7 @@ def consumer(sink: Channel, tag: str = "t", prefetch: int = 0, no_ack: bool = Fa
 
 
 def hand_out(consumers: ForwardedConsumers, c: ForwardedConsumer) -> int:
-    count, expired = consumers.hand_out(c, now=0.0)
+    count, expired = consumers.hand_out(c, now_ms=0)
     assert expired == []
     return count
 
@@ -187,17 +187,17 @@ def test_expired_buffered_messages_are_taken_out_instead_of_handed_out() -> None
     consumers, sink = ForwardedConsumers(), Channel()
     c = consumer(sink, prefetch=2)
     consumers.add(c)
-    old = [Buffered(o, False, item(o).blob, deadline=10.0) for o in range(3)]
+    old = [Buffered(o, False, item(o).blob, deadline_ms=10_000) for o in range(3)]
     c.buffer.extend([old[0], item(5), old[1], old[2]])
-    assert consumers.hand_out(c, now=10.0) == (2, [])  # not yet: strictly after
+    assert consumers.hand_out(c, now_ms=10_000) == (2, [])  # not yet: strictly after
     assert [got[2] for got in sink.got] == [0, 5]
     consumers.settled("x", "/", "q", [0, 5])
-    assert consumers.hand_out(c, now=10.5) == (0, old[1:])
+    assert consumers.hand_out(c, now_ms=10_500) == (0, old[1:])
     assert c.in_client == 0 and not c.buffer and consumers.waiting == set()
     n = consumer(Channel(), "n", no_ack=True)  # no-ack: the leader settled it already
     consumers.add(n)
     n.buffer.append(old[0])
-    assert consumers.hand_out(n, now=99.0) == (1, [])
+    assert consumers.hand_out(n, now_ms=99_000) == (1, [])
 
 
 def test_buffered_items_compare_by_value() -> None:
