@@ -44,11 +44,16 @@ class Publisher:
         self.ledger = ledger
         self.sent = 0
 
-    def publish(self, world: ClientWorld) -> None:
+    def next_number(self) -> int:
+        """A publish number of this queue (the AMQP clients draw from the same count)."""
         self.sent += 1
-        payload = self.ledger.payload(self.sent)
+        return self.sent
+
+    def publish(self, world: ClientWorld) -> None:
+        number = self.next_number()
+        payload = self.ledger.payload(number)
         self.ledger.on_publish(payload)
-        if not world.publish_via(self.queue, self.sent, payload):
+        if not world.publish_via(self.queue, number, payload):
             self.ledger.counts["unsent"] += 1
 
     def confirmed(self, publish: int, ok: bool) -> None:
