@@ -18,9 +18,9 @@ re-implement `ChannelSession`:
   answered with basic.ack / basic.nack of that delivery tag, one at a time
   (the shipped pipeline answers in publish order, several with `multiple`;
   acks out of order are AMQP too, and the client takes both);
-- time: the machine's `tick(now_ms)` once `next_deadline_ms()` is passed (heartbeats out,
-  a silent client counted gone after two intervals), the
-  tick being `MS_PER_TICK` to the machine;
+- time: the machine's `tick(now_ms)` once `next_deadline_ms()` is passed
+  (heartbeats out, a silent client counted gone after two intervals); a
+  simulation tick is `MS_PER_TICK` to the machine;
 - the machine closed (after `ConnectionClosed`) -> the port ends the link behind
   the last bytes.
 """

@@ -98,6 +98,7 @@ class AmqpTraffic:
             else:
                 port.tick(now)
             for failure in port.failures:
+                self.count("amqp_failed_by_node")
                 self.log(f"{port.link.node} ends an AMQP connection: {failure.reply_text}")
             port.failures.clear()
         self._ports = [port for port in self._ports if not port.ended]

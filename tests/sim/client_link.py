@@ -15,9 +15,9 @@ retransmits then), so only the heartbeats of either side can end it meanwhile.
 
 Invariants: bytes arrive in the order they were sent, each exactly once, or
 not at all once the link is reset; nothing arrives after an end of stream;
-`broke_mid_frame` says, when the link ends, that the node had received part
-of a frame the client wrote but not all of it, or the client part of one of
-the node's (the connection was cut inside a frame).
+`node_mid_frame` says that the node has received part of a frame the client
+wrote but not all of it (asked when the link ends: it was cut inside a frame;
+the client knows the same of the node's frames from its own buffer).
 """
 
 from __future__ import annotations

@@ -52,7 +52,11 @@ def test_the_seeds_cover_every_kind_of_fault_and_event() -> None:
     for kind in ("lost", "duplicated", "cut", "crashes", "partitions", "elections",
                  "truncations", "resets", "redelivered", "channel_closes", "nacked",
                  "in_sync_changes", "moves_deferred", "in_sync_ignored", "held_acks_applied",
-                 "catch_up_rests"):
+                 "catch_up_rests",
+                 # publishes confirmed through the AMQP connection machine; connections
+                 # cut inside a frame, ended by the node's heartbeat timeout, refused
+                 "amqp_confirmed", "amqp_cut_mid_frame", "amqp_failed_by_node",
+                 "amqp_heartbeat_timeouts", "amqp_nacked"):
         assert totals[kind] > 0, kind
 
 
