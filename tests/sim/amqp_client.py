@@ -99,7 +99,8 @@ class AmqpPublisher:
             self._buffer += data
             self._read_frames(world)
         if self.link is not None and ended:
-            self._drop(world, "the node ended the connection")
+            reset = self.link.reset_at is not None
+            self._drop(world, "connection reset" if reset else "end of stream from the node")
         if self.link is not None:
             self._keep_alive(world)
 
