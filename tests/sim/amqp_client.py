@@ -6,8 +6,8 @@ The client writes real frames with pamqp and parses what comes back with
 pamqp's `frame.unmarshal`, as any client library does: the protocol header,
 start-ok (PLAIN, guest/guest), tune-ok (the server's limits and heartbeat),
 connection.open, channel.open on channel 1, confirm.select; then, when the
-simulation says (`publish`), basic.publish + content header + body to the default exchange
-with the queue's name as routing key. The n-th publish on the channel has
+simulation says (`publish`), basic.publish + content header + body to the
+default exchange with the queue's name as routing key. The n-th publish on the channel has
 delivery tag n; basic.ack / basic.nack (with `multiple`, all tags up to it)
 record the payloads confirmed or refused in the queue's `Ledger`, as the
 direct `Publisher` records its confirms.
@@ -16,8 +16,10 @@ Heartbeats run on the tick clock at the interval tune-ok agreed: one goes out
 after half an interval without output; the server counts as gone after two
 intervals without input. A connection that ends (the node's end of stream or
 reset, the server's connection.close, channel.close, a heartbeat timeout)
-is dropped: its unconfirmed publishes stay maybe-published, and the client
-connects again, to another node if one is up, a few ticks later.
+is dropped, as is one the client closes itself (connection.close, then the
+close-ok; the acks that come before it still count): its unconfirmed
+publishes stay maybe-published, and the client connects again, to another
+node if one is up, a few ticks later.
 
 Invariants: every payload is recorded in the ledger (`on_publish`) before its
 first byte is written; a payload is confirmed or refused at most once (its
@@ -46,6 +48,7 @@ class Phase(Enum):
     DOWN = "down"
     HANDSHAKE = "handshake"
     READY = "ready"  # confirm.select-ok came: publishing
+    CLOSING = "closing"  # our connection.close went out: waiting for close-ok
 
 
 class Connector(Protocol):
@@ -87,8 +90,9 @@ class AmqpPublisher:
         """Connected, its channel in confirm mode: it may publish."""
         return self.phase is Phase.READY
 
-    def tick(self, world: Connector) -> None:
-        """Reconnect when due, read what arrived, keep the heartbeats."""
+    def tick(self, world: Connector, close_rate: float = 0.0) -> None:
+        """Reconnect when due, read what arrived, keep the heartbeats; sometimes (at
+        `close_rate` a tick) close the connection, the way a client program ends."""
         if self.link is None:
             if world.now >= self._retry_at:
                 self._connect(world)
@@ -103,6 +107,8 @@ class AmqpPublisher:
             self._drop(world, "connection reset" if reset else "end of stream from the node")
         if self.link is not None:
             self._keep_alive(world)
+        if self.ready and close_rate and world.rng.random() < close_rate:
+            self._close(world)
 
     def _connect(self, world: Connector) -> None:
         link = world.connect(self._last_node)
@@ -182,6 +188,15 @@ class AmqpPublisher:
             frame.marshal(commands.Connection.Open(virtual_host="/"), 0),
         ])
 
+    def _close(self, world: Connector) -> None:
+        """connection.close; acks may still come before the close-ok."""
+        self.phase = Phase.CLOSING
+        world.count("amqp_client_closes")
+        self._write(world, [frame.marshal(commands.Connection.Close(200, "Goodbye", 0, 0), 0)])
+
+    def _close_ok(self, world: Connector, _: base.Frame) -> None:
+        self._drop(world, "closed by the client")
+
     def _open_ok(self, world: Connector, _: base.Frame) -> None:
         self._write(world, [frame.marshal(commands.Channel.Open(), CHANNEL)])
 
@@ -216,6 +231,7 @@ class AmqpPublisher:
         commands.Basic.Ack: _ack,
         commands.Basic.Nack: _ack,
         commands.Connection.Close: _closed_by_server,
+        commands.Connection.CloseOk: _close_ok,
         commands.Channel.Close: _closed_by_server,
     }
 

@@ -86,8 +86,9 @@ class AmqpTraffic:
 
     # ---------------------------------------------------------------- ticks
 
-    def tick(self) -> None:
-        """Links deliver what is due, ports run their timers, clients read and beat."""
+    def tick(self, close_rate: float) -> None:
+        """Links deliver what is due, ports run their timers, clients read and beat (and
+        close their connections at `close_rate` a tick)."""
         now = self.now
         for port in self._ports:
             data, ended = port.link.due_at_node(now)
@@ -103,7 +104,7 @@ class AmqpTraffic:
             port.failures.clear()
         self._ports = [port for port in self._ports if not port.ended]
         for client in self.clients.values():
-            client.tick(self)
+            client.tick(self, close_rate)
 
     def publish(self, queue: str) -> bool:
         """Half of a queue's publishes go through its AMQP client while it is connected

@@ -174,13 +174,13 @@ class QueueSimulation:
             heapq.heappop(self._later)[2]()
         if self.now % 10 == 0:
             self._declare_queues()
-        self.amqp.tick()
+        close_rate = self.params.close_rate if self.faults else 0.0
+        self.amqp.tick(close_rate)
         if self.publishing:
             for publisher in self.publishers.values():
                 if self.rng.random() < self.params.publish_rate and \
                         not self.amqp.publish(publisher.queue):
                     publisher.publish(self)
-        close_rate = self.params.close_rate if self.faults else 0.0
         for consumer in self.consumers:
             consumer.tick(self, close_rate)
         flush_rate = self.params.flush_rate if self.faults else 1.0

@@ -41,7 +41,7 @@ def _setup() -> tuple[FakeWorld, dict[str, FakeNode], Ledger, AmqpTraffic]:
 def _run(world: FakeWorld, traffic: AmqpTraffic, ticks: int) -> None:
     for _ in range(ticks):
         world.now += 1
-        traffic.tick()
+        traffic.tick(0.0)
 
 
 def _publish(traffic: AmqpTraffic) -> None:
@@ -108,3 +108,15 @@ def test_the_link_keeps_order_splits_bytes_and_ends_behind_them() -> None:
     assert got == b"".join(frames)
     link.send_to_node([b"late"], now)
     assert link.due_at_node(now + 10) == (b"", False)
+
+
+def test_a_client_closes_with_the_close_handshake_and_connects_again() -> None:
+    world, _, _, traffic = _setup()
+    _run(world, traffic, 30)
+    world.now += 1
+    traffic.tick(1.0)  # closes now
+    assert not traffic.clients["q0"].ready
+    _run(world, traffic, 30)
+    assert world.stats["amqp_client_closes"] == 1
+    assert any("closed by the client" in line for line in world.trace)
+    assert world.stats["amqp_connections"] == 2 and traffic.clients["q0"].ready

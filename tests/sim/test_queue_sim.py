@@ -53,10 +53,11 @@ def test_the_seeds_cover_every_kind_of_fault_and_event() -> None:
                  "truncations", "resets", "redelivered", "channel_closes", "nacked",
                  "in_sync_changes", "moves_deferred", "in_sync_ignored", "held_acks_applied",
                  "catch_up_rests",
-                 # publishes confirmed through the AMQP connection machine; connections
-                 # cut inside a frame, ended by the node's heartbeat timeout, refused
-                 "amqp_confirmed", "amqp_cut_mid_frame", "amqp_failed_by_node",
-                 "amqp_heartbeat_timeouts", "amqp_nacked"):
+                 # publishes confirmed through the AMQP connection machine or refused;
+                 # connections cut inside a frame, ended by either side's heartbeats,
+                 # closed by the client
+                 "amqp_confirmed", "amqp_nacked", "amqp_cut_mid_frame", "amqp_failed_by_node",
+                 "amqp_heartbeat_timeouts", "amqp_client_closes"):
         assert totals[kind] > 0, kind
 
 
