@@ -9,6 +9,9 @@ What arrives on a channel the client has closed is never seen.
 - `Publisher`: publishes unique payloads through a random live node, which
   hands them to the queue's leader (locally or over the cluster network);
   the leader confirms once the high watermark passes the message, or nacks.
+  The queue's AMQP publisher (amqp_client.py), which goes through the
+  shipped connection machine instead, numbers its payloads from the same
+  count (`next_number`).
 - `ConsumerClient`: subscribes at the leader that a random live node's
   metadata names, with a prefetch; acks each delivery after a random delay;
   sometimes closes its channel (what it held is requeued, redelivered). A
@@ -44,11 +47,16 @@ class Publisher:
         self.ledger = ledger
         self.sent = 0
 
-    def publish(self, world: ClientWorld) -> None:
+    def next_number(self) -> int:
+        """A publish number of this queue (the AMQP clients draw from the same count)."""
         self.sent += 1
-        payload = self.ledger.payload(self.sent)
+        return self.sent
+
+    def publish(self, world: ClientWorld) -> None:
+        number = self.next_number()
+        payload = self.ledger.payload(number)
         self.ledger.on_publish(payload)
-        if not world.publish_via(self.queue, self.sent, payload):
+        if not world.publish_via(self.queue, number, payload):
             self.ledger.counts["unsent"] += 1
 
     def confirmed(self, publish: int, ok: bool) -> None:

@@ -12,7 +12,8 @@ reordering, one-way and two-way partitions) that
 carries Raft, heartbeats, proposals, replication and forwarded publishes
 alike; a crashed node's links break at once (the controller's link grace).
 Clients (queue_clients.py) publish with confirms and consume with acks
-through any live node.
+through any live node; one publisher per queue speaks AMQP 0-9-1 bytes to
+the shipped `AmqpConnection` machine on its node (amqp_traffic.py).
 
 Phases:
 1. safety (`chaos_ticks`): faults on; nodes crash at tick boundaries, their
@@ -39,6 +40,7 @@ from collections.abc import Callable
 from logbroker.metadata import DeclareQueue, QueueRecord
 from replication.queue.replication_leader import ReplicationLimits
 from replication.raft import Membership, Role
+from tests.sim.amqp_traffic import AmqpTraffic
 from tests.sim.cluster_sim import LivenessFailure
 from tests.sim.network import Network
 from tests.sim.queue_checkers import Ledger, check_replicas
@@ -82,6 +84,7 @@ class QueueSimulation:
         self.consumers = [ConsumerClient(f"{name}-c{i}", name, self.ledgers[name], p.prefetch,
                                          p.ack_delay)
                           for name in names for i in range(p.consumers)]
+        self.amqp = AmqpTraffic(self, self.nodes, self.publishers)
         self.partition_until: int | None = None
         self.publishing = True
         self.faults = True
@@ -118,6 +121,8 @@ class QueueSimulation:
         return self.rng.randint(0, CLIENT_MAX_DELAY)
 
     def confirm(self, queue: str, publish: int, ok: bool) -> None:
+        if self.amqp.confirm(queue, publish, ok):
+            return
         publisher = self.publishers[queue]
         self.later(self.client_delay(), lambda: publisher.confirmed(publish, ok))
 
@@ -169,11 +174,13 @@ class QueueSimulation:
             heapq.heappop(self._later)[2]()
         if self.now % 10 == 0:
             self._declare_queues()
+        close_rate = self.params.close_rate if self.faults else 0.0
+        self.amqp.tick(close_rate)
         if self.publishing:
             for publisher in self.publishers.values():
-                if self.rng.random() < self.params.publish_rate:
+                if self.rng.random() < self.params.publish_rate and \
+                        not self.amqp.publish(publisher.queue):
                     publisher.publish(self)
-        close_rate = self.params.close_rate if self.faults else 0.0
         for consumer in self.consumers:
             consumer.tick(self, close_rate)
         flush_rate = self.params.flush_rate if self.faults else 1.0
@@ -212,6 +219,7 @@ class QueueSimulation:
 
     def _crash(self, node: QueueNode, restart_at: int) -> None:
         node.crash(restart_at)
+        self.amqp.node_crashed(node.id)
         self.stats["crashes"] += 1
         self.log(f"{node.id} crashes; back at {restart_at}")
         for peer in self._live():
@@ -228,12 +236,14 @@ class QueueSimulation:
         cut = self.network.partition(self.rng, list(NODES))
         self.partition_until = self.now + self.rng.randint(10, 80)
         self.stats["partitions"] += 1
+        self.amqp.partitioned()
         self.log(cut)
 
     def _heal_partition(self) -> None:
         if self.network.blocked:
             self.log("partition heals")
         self.network.blocked.clear()
+        self.amqp.healed()
         self.partition_until = None
 
     # ------------------------------------------------------------ phases
