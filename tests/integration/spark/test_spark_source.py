@@ -48,9 +48,15 @@ def test_reads_while_publishing_and_resumes_from_checkpoint_exactly_once(
     for queue in queues:
         declare(http, queue)
 
+    first_stopped = threading.Event()
+
     def produce() -> None:
         with httpx.Client(base_url=broker.url, auth=("guest", "guest"), timeout=30) as client:
             for start in range(0, per_queue, 100):
+                if start == per_queue // 2:
+                    # Half is out: the rest waits for the first query to stop (bounded), so
+                    # messages still arrive across the stop however slowly Spark starts.
+                    first_stopped.wait(120)
                 for queue in queues:
                     publish(client, queue, [f"{queue}-{i}" for i in range(start, start + 100)])
                 time.sleep(0.15)
@@ -71,6 +77,7 @@ def test_reads_while_publishing_and_resumes_from_checkpoint_exactly_once(
     first.stop()
     stopped_at = collector.count()
     producer_running_at_stop = producer.is_alive()
+    first_stopped.set()
     second = start()
     producer.join(120)
     wait_until(lambda: collector.count() >= 2 * per_queue, "every row", 120)
