@@ -128,3 +128,62 @@ def test_a_rabbitmq_downstream_federates_from_logbroker(logbroker_node: BrokerPr
                                   pika.BasicProperties(delivery_mode=2))
         got = wait_for(lambda: get_all(rabbit.port, "rabbit-q"), "the message in RabbitMQ", 30)
         assert [body for body, _ in got] == [b"from logbroker"]
+
+
+def test_a_federated_queue_takes_from_a_rabbitmq_queue(logbroker_node: BrokerProcess) -> None:
+    with rabbitmq_with_federation() as rabbit, \
+            httpx.Client(base_url=logbroker_node.url, auth=GUEST, timeout=10) as http:
+        with connection(rabbit.port) as c:
+            channel = c.channel()
+            channel.queue_declare("work", durable=True)
+            channel.confirm_delivery()
+            for index in range(20):
+                channel.basic_publish("", "work", f"r{index}".encode(),
+                                      pika.BasicProperties(delivery_mode=2))
+        http.put("/api/parameters/federation-upstream/%2F/rabbit",
+                 json={"value": {"uri": rabbit.url.rstrip("/") + "/%2F"}})
+        http.put("/api/queues/%2F/work", json={"durable": True})
+        http.put("/api/policies/%2F/fq", json={"pattern": "^work$", "apply-to": "queues",
+                                               "definition": {"federation-upstream": "rabbit"}})
+        with connection(logbroker_node.amqp_port) as c:
+            channel = c.channel()
+            channel.basic_qos(prefetch_count=5)
+            bodies = []
+            for method, _properties, body in channel.consume("work", inactivity_timeout=20):
+                assert method is not None, "nothing came from RabbitMQ"
+                bodies.append(body)
+                channel.basic_ack(method.delivery_tag)
+                if len(bodies) == 20:
+                    break
+            channel.cancel()
+        assert sorted(bodies) == sorted(f"r{index}".encode() for index in range(20))
+
+
+def test_a_rabbitmq_federated_queue_takes_from_logbroker(
+        logbroker_node: BrokerProcess) -> None:
+    with connection(logbroker_node.amqp_port) as c:
+        channel = c.channel()
+        channel.queue_declare("work", durable=True)
+        channel.confirm_delivery()
+        for index in range(20):
+            channel.basic_publish("", "work", f"l{index}".encode(),
+                                  pika.BasicProperties(delivery_mode=2))
+    with rabbitmq_with_federation() as rabbit:
+        rabbit.ctl("set_parameter", "federation-upstream", "lb", '{"uri": "amqp://guest:guest@'
+                   f'127.0.0.1:{logbroker_node.amqp_port}"' + "}")
+        with connection(rabbit.port) as c:
+            c.channel().queue_declare("work", durable=True)
+        rabbit.ctl("set_policy", "--apply-to", "queues", "fq", "^work$",
+                   '{"federation-upstream-set": "all"}')
+        with connection(rabbit.port) as c:
+            channel = c.channel()
+            channel.basic_qos(prefetch_count=5)
+            bodies = []
+            for method, _properties, body in channel.consume("work", inactivity_timeout=30):
+                assert method is not None, "nothing came from logbroker"
+                bodies.append(body)
+                channel.basic_ack(method.delivery_tag)
+                if len(bodies) == 20:
+                    break
+            channel.cancel()
+        assert sorted(bodies) == sorted(f"l{index}".encode() for index in range(20))
