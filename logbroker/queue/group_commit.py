@@ -31,6 +31,7 @@ covered and nothing else; pending items are bounded by
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
@@ -180,6 +181,15 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         if idle:
             self._flusher = loop.create_task(self._flush_pending())
         return future
+
+    def append(self, item: ItemT, durable: bool,
+               on_written: Callable[[ResultT], None] | None,
+               on_durable: Callable[[ResultT], None],
+               on_failed: Callable[[BaseException], None]) -> None:
+        """The shell's `CommitPort` (commit_port.py): `submit_nowait`, its future's
+        outcome handed to `on_durable` or `on_failed`."""
+        future = self.submit_nowait(item, durable, on_written)
+        future.add_done_callback(functools.partial(_report, on_durable, on_failed))
 
     def _release_room(self, count: int) -> None:
         """`count` items are done with (resolved, failed, or cancelled by their caller):
@@ -352,6 +362,16 @@ def _fail(futures: Sequence[asyncio.Future[ResultT]], error: Exception) -> None:
     for future in futures:
         if not future.done():
             future.set_exception(error)
+
+
+def _report(on_durable: Callable[[ResultT], None], on_failed: Callable[[BaseException], None],
+            done: asyncio.Future[ResultT]) -> None:
+    if done.cancelled():
+        on_failed(asyncio.CancelledError())
+    elif (error := done.exception()) is not None:
+        on_failed(error)
+    else:
+        on_durable(done.result())
 
 
 def _log_background_failure(task: asyncio.Task[None]) -> None:

@@ -25,6 +25,7 @@ messages may have been delivered: only those come back `redelivered`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -64,7 +65,8 @@ from logbroker.queue.queue_type import (
 from logbroker.queue.record_cache import RecordCache
 from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import GateFenced, ReplicationGate
-from logbroker.queue.settle_writer import SettleWriter
+from logbroker.queue.segment_reclaimer import SegmentReclaimer
+from logbroker.queue.settle_writer import CURSOR_FSYNC, SETTLE_GATHER_S, SettleWriter
 from segments.clock import SYSTEM_CLOCK, Clock
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
@@ -93,8 +95,12 @@ class QueueShell:
         self.core = core
         self._committer: GroupCommitter[Sequence[Record], AppendResult] = GroupCommitter(
             log, settings.fsync_policy, after_write=self._pump_if_scheduled)
-        self._settler = SettleWriter(fs, log, cursor, self._committer,
-                                     lambda: self.settings.retention, self._settled, clock)
+        self._cursor_committer: GroupCommitter[Sequence[tuple[int, int]], None] = (
+            GroupCommitter(cursor, CURSOR_FSYNC))
+        self._reclaimer = SegmentReclaimer(fs, log, self._committer)
+        self._settler = SettleWriter(log, cursor, self._cursor_committer, _gather,
+                                     self._reclaimer, lambda: self.settings.retention,
+                                     self._settled, clock)
         self._sinks: dict[str, DeliverySink] = {}
         self._record_sinks: dict[str, RecordSink] = {}  # those of `_sinks` that take them
         # The core's time: the injected clock's wall reading, since expiry is computed
@@ -174,14 +180,16 @@ class QueueShell:
         take a written message back; replicated queues keep the high-watermark
         rule (DESIGN.md section 6).
         """
-        return self._pipeline.append_many([message])
+        return self.append_many([message])
 
     def append_many(self, messages: Sequence[Message]) -> asyncio.Future[int]:
         """`append` for several admitted messages at once: one write, one future.
 
         The future gives the first message's offset; the others follow it.
         """
-        return self._pipeline.append_many(messages)
+        confirm: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pipeline.append_many(messages, confirm)
+        return confirm
 
     def _made_ready(self, effects: list[Effect], count: int) -> None:
         """`count` more messages are ready (with the core's effects of making them so):
@@ -240,9 +248,26 @@ class QueueShell:
         gate = self.replication
         if gate is not None and not gate.settles:
             raise GateFenced(gate.fenced or gate.isolated or "the queue settles nothing now")
-        await self._settler.durable()
+        await self._settles_written()
+        await self._cursor_committer.sync()
         if gate is not None:
             await gate.acks_replicated()
+
+    def _settles_written(self) -> asyncio.Future[None]:
+        """Resolved once every settle so far is written and reported (`_settled`);
+        failed with the error of the last write if it failed."""
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def landed(error: BaseException | None) -> None:
+            if written.done():
+                return
+            if error is None:
+                written.set_result(None)
+            else:
+                written.set_exception(error)
+        self._settler.flush()
+        self._settler.when_written(landed)
+        return written
 
     def channel_closed(self, channel_key: str, requeue: bool = True) -> None:
         """Forget the channel's consumers and requeue what it left unacked (unless
@@ -461,7 +486,9 @@ class QueueShell:
         if self.closed:
             return
         await self._effects.drain()
-        await self._settler.drain()
+        with contextlib.suppress(Exception):  # a failed write is its own to report
+            await self._settles_written()
+        await self._reclaimer.drain()
         self.closed = True
         self.flow_gate.release()
         if self.replication is not None:
@@ -469,7 +496,14 @@ class QueueShell:
         if self._timer is not None:
             self._timer.cancel()
         await self._committer.close()
-        await self._settler.close()
+        self._settler.close()
+        self._reclaimer.close()
+        await self._cursor_committer.close()
         self._delivery_mark.close()  # a clean stop knows exactly
         self.log.close()
         self.cursor.close()
+
+
+def _gather(flush: Callable[[], None]) -> None:
+    """The settle writer's gathering window on the running loop."""
+    asyncio.get_running_loop().call_later(SETTLE_GATHER_S, flush)
