@@ -5,52 +5,53 @@ is `queue_opening.open_queue_files` with a `ReplicaSetup` (the log, cursor log
 and delivery mark on the node's file system, `open_gate`, the `QueueCore`
 recovered with what may have been delivered flagged, the messages above the
 high watermark held, and flagged too when released if they may have been
-delivered), here with small log segments. The `ReplicationGate` is
-used as is (`wrote`, `persisted`, `moved`, `acks_grew`, `fence`, `isolate` /
-`rejoin`), and so are `HeldMessages`, which makes written messages ready in
-the core only below the high watermark, `WaitingConfirms`, which lets
-publishes go only once the high watermark passes them, and `HeldAcks`, which
-keeps an isolated leader's acks until it rejoins. Around them it mirrors the
-rest of `QueueShell`, synchronously: the gate's `Release`s applied as
-`AppendPipeline.release` does (held messages made ready, then the confirms
-the high watermark passed, nacked when the in-sync set was too small; the
-pipeline resolves futures, which need an event loop), held acks applied when
-the leader rejoins (`ack`, `_apply_held_acks`),
-settles written to the cursor log by a group commit and then `acks_grew`, and
-retention deleting settled segments (`reclaim_settled`).
+delivered), here with small log segments. The write path is the shipped
+one: the `AppendPipeline` admits and appends publishes, makes them ready
+below the high watermark (`HeldMessages`) and confirms them once durable and
+passed by it (`WaitingConfirms`), applying the `ReplicationGate`'s releases
+(the gate's listener) and fences; the `SettleWriter` writes settles to the
+cursor log, reports them (`acks_grew`) and reclaims settled segments. They
+run over the simulated ports of leader_ports.py: the log's and the cursor's
+writes stay unsynced until the simulation's `flush` (a random later tick),
+so a crash in between loses them.
 
-Where the real shell waits for an fsync thread, this one leaves the writes
-unsynced until the simulation's `flush` (a random later tick), so a crash in
-between loses them.
+What is left here mirrors the rest of `QueueShell`, synchronously: the
+consumers, the pump and the deliveries, the acks held while isolated
+(`HeldAcks`, applied on rejoin), what a settled floor does to the core, and
+closing.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from logbroker.message import Message, Properties
+from logbroker.queue.append_pipeline import AppendPipeline
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.effects import Deliver, Effect, Settle
 from logbroker.queue.held_acks import HeldAcks
 from logbroker.queue.held_messages import HeldMessages
-from logbroker.queue.message_meta import MessageMeta, MetaRun
-from logbroker.queue.queue_limits import QueueLimits
+from logbroker.queue.queue_limits import Admission, QueueLimits
 from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
+from logbroker.queue.record_cache import RecordCache
 from logbroker.queue.replica_setup import ReplicaSetup
-from logbroker.queue.replication_gate import Release
-from logbroker.queue.retention import Retention, SegmentSummary, reclaim_floor
-from logbroker.queue.waiting_confirms import WaitingConfirms
-from segments.log import LogConfig
+from logbroker.queue.replication_gate import GateFenced
+from logbroker.queue.retention import Retention
+from logbroker.queue.settle_writer import SettleWriter
+from segments.log import AppendResult, LogConfig
 from segments.memory_filesystem import MemoryFileSystem
 from segments.record_batch import Record
+from tests.sim.leader_ports import HooksClock, SimCommitter, SimGather, SimReclaimer
 
 VHOST = "/"
 # Small segments, so retention deletes segments and followers fall below the log start.
 QUEUE_LOG_CONFIG = LogConfig(segment_bytes_max=768, index_interval_bytes=128)
 RETAIN_NOTHING = Retention(retention_ms=None, retention_bytes=0)
+PERSISTENT = Properties(delivery_mode=2)
 
 
 class ConsumerSink(Protocol):
@@ -76,10 +77,25 @@ class LeaderHooks(Protocol):
     def stats(self) -> Counter[str]: ...
 
 
-@dataclass
-class _Pending:
-    next_offset: int
+@dataclass(eq=False)
+class PublishConfirm:
+    """A simulated publisher's confirm as the pipeline's `Confirm`."""
+
+    hooks: LeaderHooks
+    queue: str
     publish: int
+    _done: bool = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, base_offset: int, /) -> None:
+        self._done = True
+        self.hooks.confirm(self.queue, self.publish, True)
+
+    def set_exception(self, error: BaseException, /) -> None:
+        self._done = True
+        self.hooks.confirm(self.queue, self.publish, False)  # GateFenced, NotEnoughReplicas
 
 
 class LeaderReplica:
@@ -96,15 +112,22 @@ class LeaderReplica:
         assert opened.gate is not None
         self.log, self.cursor, self.mark = opened.log, opened.cursor, opened.mark
         self.core, self.gate = opened.core, opened.gate
+        clock = HooksClock(hooks)
+        self._log_commits: SimCommitter[Sequence[Record], AppendResult] = SimCommitter(self.log)
+        self._cursor_commits: SimCommitter[Sequence[tuple[int, int]], None] = (
+            SimCommitter(self.cursor))
+        self._gather = SimGather()
+        self._records = RecordCache(self.log)
         self._held = HeldMessages(opened.held, opened.held_delivered_below)
+        self.pipeline = AppendPipeline(lambda: settings, self.core, self._log_commits,
+                                       self._records, self._held, clock, self._made_ready)
+        self.pipeline.replicate(self.gate)
+        self.settler = SettleWriter(self.log, self.cursor, self._cursor_commits, self._gather,
+                                    SimReclaimer(self.log), lambda: RETAIN_NOTHING,
+                                    self._settled, clock)
         self._sinks: dict[str, ConsumerSink] = {}
-        self._unsynced: list[_Pending] = []  # written, waiting for the log's fsync
-        self._confirms: WaitingConfirms[_Pending] = WaitingConfirms()  # durable, wait for the hw
-        self._settles: list[tuple[int, int]] = []
         self._held_acks = HeldAcks()  # acks taken while cut off from the controller
         self._reported = self.log.log_start_offset  # committed offsets given to the checker
-        self.changes = 0  # bumped on what wakes a long-polling fetch (gate.changes)
-        self.gate.listener = self
         self.gate.on_rejoin = self._apply_held_acks
         self._report_committed()
 
@@ -121,6 +144,11 @@ class LeaderReplica:
     def fenced(self) -> str | None:
         return self.gate.fenced
 
+    @property
+    def changes(self) -> int:
+        """What wakes a long-polling fetch: how often the gate said it changed."""
+        return self.gate.changes.notified
+
     def _values(self, offset: int, end: int | None = None) -> list[bytes]:
         """The records' values in [offset, end) (a leader's log never changes below its end)."""
         end = self.log.next_offset if end is None else end
@@ -136,60 +164,33 @@ class LeaderReplica:
     # --------------------------------------------------------------- publish
 
     def publish(self, publish: int, payload: bytes) -> None:
-        """admit + append_many of one message (QueueShell): refused, or written now."""
-        refusal = self.gate.publish_refusal()
-        if refusal is not None:
+        """`QueueShell.admit` + `append`, through the shipped pipeline."""
+        message = Message("", self.queue, payload, PERSISTENT, self.hooks.now_ms)
+        if self.pipeline.admit(message) is not Admission.ACCEPT:
             self.hooks.confirm(self.queue, publish, False)
             return
-        result = self.log.append([Record(payload, self.hooks.now_ms)])
-        self.gate.wrote(result.next_offset)
-        self.changes += 1
-        self._payloads[result.base_offset] = payload
-        self._made_ready(self._held.written(self.core, result.base_offset,
-                                            MetaRun.of([MessageMeta(len(payload))]),
-                                            self.gate.high_watermark))
-        self._unsynced.append(_Pending(result.next_offset, publish))
+        self.pipeline.append_many([message], PublishConfirm(self.hooks, self.queue, publish))
 
     def flush(self) -> None:
-        """The group commits complete: the log's fsync, then the cursor's (settles)."""
+        """The syncs land: the log's (the pipeline's confirms), then the settles gathered
+        so far are written to the cursor log and it syncs too (the settle writer's)."""
         if self.closed:
             return
-        if self._unsynced:
-            self.log.sync()
-            durable, self._unsynced = self._unsynced, []
-            for pending in durable:
-                release = self.gate.persisted(pending.next_offset)
-                if self.gate.fenced is not None:
-                    self.hooks.confirm(self.queue, pending.publish, False)  # GateFenced
-                else:
-                    self._confirms.add(pending.next_offset, pending)
-                self.release(release)
-            self.changes += 1
-        self._flush_settles()
+        self._log_commits.complete()
+        self._report_committed()
+        self._gather.close()
+        self._cursor_commits.complete()
 
     def moved(self, change: Callable[[], object]) -> None:
-        """`gate.moved` (a fetch, an in-sync commit): a release comes to `release`."""
+        """`gate.moved` (a fetch, an in-sync commit): a release goes to the pipeline."""
         self.gate.moved(change)
+        self._report_committed()
 
-    def release(self, release: Release) -> None:
-        """What the gate let go (`AppendPipeline.release`): held messages below the high
-        watermark become ready, then the confirms it passed resolve."""
-        self._made_ready(self._held.release(self.core, release.high_watermark))
-        for pending in self._confirms.passed(release.high_watermark):
-            self.hooks.confirm(self.queue, pending.publish, release.refusal is None)
-
-    def abandon(self, reason: str) -> None:
-        """The gate is fenced (`AppendPipeline.abandon`): nothing waiting is confirmed."""
-        for pending in self._confirms.take_all():
-            self.hooks.confirm(self.queue, pending.publish, False)  # GateFenced
-
-    def _made_ready(self, released: tuple[int, list[Effect]]) -> None:
-        count, effects = released
+    def _made_ready(self, effects: list[Effect], count: int) -> None:
+        """`QueueShell._made_ready`: the pipeline made `count` messages ready."""
         self._report_committed()
         self._run(effects)
-        self.changes += 1
-        if count:
-            self.pump()
+        self.pump()
 
     def _report_committed(self) -> None:
         hw = self.gate.high_watermark
@@ -198,6 +199,12 @@ class LeaderReplica:
             for offset, value in enumerate(self._values(start, hw), start):
                 self.hooks.committed(self.queue, self.node, offset, value)
         self._reported = max(self._reported, hw)
+
+    def _settled(self, floor: int) -> None:
+        """`QueueShell._settled`: the settle writer wrote everything below `floor`."""
+        self.gate.acks_grew(floor)
+        self.core.forget_below(floor)
+        self._records.settled_below(floor)
 
     # ------------------------------------------------------------- consumers
 
@@ -238,26 +245,11 @@ class LeaderReplica:
                 sink = self._sinks.get(effect.consumer_tag or "")
                 self.mark.delivered(effect.offset)
                 if sink is not None:
-                    payload = self._values(effect.offset, effect.offset + 1)[0]
+                    payload = self._records.record_at(effect.offset).value
                     sink.deliver(self, effect.channel_key, effect.offset, payload,
                                  effect.redelivered)
-            elif isinstance(effect, Settle) and not self.closed:
-                self._settles.append((effect.lo, effect.hi))
-
-    def _flush_settles(self) -> None:
-        ranges, self._settles = self._settles, []
-        if not ranges:
-            return
-        self.cursor.append(ranges)
-        self.cursor.sync()
-        self.gate.acks_grew(self.cursor.ack_floor)
-        self.changes += 1
-        self.core.forget_below(self.cursor.ack_floor)
-        summaries = [SegmentSummary(*s) for s in self.log.segment_summaries()]
-        floor = reclaim_floor(summaries, self.cursor.ack_floor, self.hooks.now_ms,
-                              RETAIN_NOTHING)
-        if floor > self.log.log_start_offset:
-            self.log.delete_before(floor)
+            elif isinstance(effect, Settle):
+                self.settler.settle(effect.lo, effect.hi)
 
     # --------------------------------------------------------------- closing
 
@@ -267,15 +259,14 @@ class LeaderReplica:
         if self.closed:
             return
         self.gate.fence(reason)
-        self.changes += 1
         sinks, self._sinks = list(self._sinks.values()), {}
         for sink in sinks:
             sink.cancelled(self)
-        self._flush_settles()
+        self._gather.close()
+        self._cursor_commits.complete()
         self.closed = True
-        for pending in [*self._unsynced, *self._confirms.take_all()]:
-            self.hooks.confirm(self.queue, pending.publish, False)  # GateFenced
-        self._unsynced = []
+        self.settler.close()
+        self._log_commits.fail_all(GateFenced(reason))
         self.mark.close()  # a clean stop knows exactly
         self.log.close()
         self.cursor.close()
@@ -283,6 +274,7 @@ class LeaderReplica:
     def crash(self) -> None:
         """The node lost power: nothing more happens here, nothing is synced."""
         self.closed = True
+        self.settler.close()
         for sink in list(self._sinks.values()):
             sink.cancelled(self)  # the client's connection broke
         self._sinks.clear()
