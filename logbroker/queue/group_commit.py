@@ -90,7 +90,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         """`after_write` runs after each write's `on_written` callbacks (a queue
         delivers what they made ready at once, not an event-loop iteration later)."""
         self._target = target
-        self._after_write = after_write
+        self.after_write = after_write
         self._fsync_stats = fsync_stats
         self.policy = policy
         self._group_items_max = group_items_max
@@ -241,9 +241,9 @@ class GroupCommitter(Generic[ItemT, ResultT]):
                         on_written(result)
                     except Exception:  # one caller's bug must not fail the others' writes
                         logger.exception("on_written callback failed")
-        if self._after_write is not None:
+        if self.after_write is not None:
             try:
-                self._after_write()
+                self.after_write()
             except Exception:
                 logger.exception("after_write callback failed")
         if self.policy.mode is FsyncMode.ALWAYS and False not in durables:

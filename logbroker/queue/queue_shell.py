@@ -25,13 +25,12 @@ messages may have been delivered: only those come back `redelivered`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from logbroker.errors import BrokerError
 from logbroker.message import Message
-from logbroker.queue.append_pipeline import AppendPipeline
+from logbroker.queue.append_pipeline import AppendPipeline, Confirm
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.delivery_mark import DeliveryMark
 from logbroker.queue.delivery_sink import DeliverySink, RecordSink
@@ -45,7 +44,6 @@ from logbroker.queue.effects import (
     Settle,
 )
 from logbroker.queue.flow_gate import FlowGate
-from logbroker.queue.group_commit import GroupCommitter
 from logbroker.queue.held_acks import HeldAcks
 from logbroker.queue.held_messages import HeldMessages
 from logbroker.queue.message_meta import NO_EXPIRY
@@ -65,13 +63,13 @@ from logbroker.queue.queue_type import (
 from logbroker.queue.record_cache import RecordCache
 from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import GateFenced, ReplicationGate
-from logbroker.queue.segment_reclaimer import SegmentReclaimer
-from logbroker.queue.settle_writer import CURSOR_FSYNC, SETTLE_GATHER_S, SettleWriter
+from logbroker.queue.settle_writer import SettleWriter
+from logbroker.queue.shell_io import Handle, LoopShellIO, ShellIO
 from segments.clock import SYSTEM_CLOCK, Clock
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
-from segments.log import AppendResult, Log
-from segments.record_batch import LogRecord, Record, RecordBatch
+from segments.log import Log, LogConfig
+from segments.record_batch import LogRecord, RecordBatch
 
 __all__ = ["DeliverySink", "QueueSettings", "QueueShell", "ReplicaSetup"]
 logger = logging.getLogger(__name__)
@@ -86,20 +84,19 @@ class QueueShell:
         self, settings: QueueSettings, fs: FileSystem, directory: str, log: Log,
         cursor: CursorLog, core: QueueCore, delivery_mark: DeliveryMark,
         held: HeldMessages | None = None, clock: Clock = SYSTEM_CLOCK,
+        io: ShellIO | None = None,
     ) -> None:
+        """`io`: where bytes and time go (None: the asyncio loop's, `LoopShellIO`)."""
         self.settings = settings
         self._fs = fs
         self.directory = directory
         self.log = log
         self.cursor = cursor
         self.core = core
-        self._committer: GroupCommitter[Sequence[Record], AppendResult] = GroupCommitter(
-            log, settings.fsync_policy, after_write=self._pump_if_scheduled)
-        self._cursor_committer: GroupCommitter[Sequence[tuple[int, int]], None] = (
-            GroupCommitter(cursor, CURSOR_FSYNC))
-        self._reclaimer = SegmentReclaimer(fs, log, self._committer)
-        self._settler = SettleWriter(log, cursor, self._cursor_committer, _gather,
-                                     self._reclaimer, lambda: self.settings.retention,
+        self._io = io or LoopShellIO(fs, log, cursor, settings.fsync_policy)
+        self._io.after_write(self._pump_if_scheduled)
+        self._settler = SettleWriter(log, cursor, self._io.cursor_commits, self._io.gather,
+                                     self._io.reclaimer, lambda: self.settings.retention,
                                      self._settled, clock)
         self._sinks: dict[str, DeliverySink] = {}
         self._record_sinks: dict[str, RecordSink] = {}  # those of `_sinks` that take them
@@ -108,8 +105,8 @@ class QueueShell:
         self.clock: Callable[[], int] = clock.wall_ms
         self._records = RecordCache(log)
         self._delivery_mark = delivery_mark
-        self._pump_scheduled: asyncio.Handle | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._pump_scheduled: Handle | None = None
+        self._timer: Handle | None = None
         self._effects = EffectRunner(self._carry_out_one, self._dead_letter)
         self.on_dead_letter: DeadLetterCallback | None = None
         self.on_expired: ExpiredCallback | None = None
@@ -118,7 +115,7 @@ class QueueShell:
         self.had_consumers = False  # auto-delete applies only once a consumer came
         self.counters = QueueCounters()
         self.appends = AppendWaiters()
-        self._pipeline = AppendPipeline(lambda: self.settings, core, self._committer,
+        self._pipeline = AppendPipeline(lambda: self.settings, core, self._io.log_commits,
                                         self._records, held or HeldMessages(), clock,
                                         self._made_ready)
         # Set for a replicated queue's leader: readiness and confirms wait for the
@@ -140,12 +137,18 @@ class QueueShell:
 
     @classmethod
     def open(cls, settings: QueueSettings, fs: FileSystem, directory: str,
-             replica: ReplicaSetup | None = None, clock: Clock = SYSTEM_CLOCK) -> QueueShell:
+             replica: ReplicaSetup | None = None, clock: Clock = SYSTEM_CLOCK,
+             io: Callable[[Log, CursorLog], ShellIO] | None = None,
+             log_config: LogConfig | None = None) -> QueueShell:
         """Open (or create) the queue's files and rebuild its state from them
-        (queue_opening); `replica` makes this the leader of a replicated queue."""
-        opened = open_queue_files(settings, fs, directory, replica, clock.wall_ms())
+        (queue_opening); `replica` makes this the leader of a replicated queue. `io`
+        makes the shell's ports for its log and cursor (None: asyncio's); `log_config`
+        is the segment log's (None: the default)."""
+        opened = open_queue_files(settings, fs, directory, replica, clock.wall_ms(),
+                                  log_config)
         shell = cls(settings, fs, directory, opened.log, opened.cursor, opened.core,
-                    opened.mark, HeldMessages(opened.held, opened.held_delivered_below), clock)
+                    opened.mark, HeldMessages(opened.held, opened.held_delivered_below), clock,
+                    io(opened.log, opened.cursor) if io is not None else None)
         if opened.gate is not None:
             shell.replication = opened.gate
             shell._pipeline.replicate(opened.gate)
@@ -191,6 +194,10 @@ class QueueShell:
         self._pipeline.append_many(messages, confirm)
         return confirm
 
+    def append_confirming(self, messages: Sequence[Message], confirm: Confirm) -> None:
+        """`append_many` with the outcome handed to `confirm` (no event loop needed)."""
+        self._pipeline.append_many(messages, confirm)
+
     def _made_ready(self, effects: list[Effect], count: int) -> None:
         """`count` more messages are ready (with the core's effects of making them so):
         wake the log's followers and the deliveries."""
@@ -232,6 +239,11 @@ class QueueShell:
         self._run(self.core.ack(offsets))
         self.schedule_pump()
 
+    @property
+    def held_acks(self) -> int:
+        """Acks held while the leader is cut off from the controller (`HeldAcks`)."""
+        return len(self._held_acks)
+
     def _apply_held_acks(self) -> None:
         held = self._held_acks.take()
         if held and not self.closed:
@@ -248,26 +260,9 @@ class QueueShell:
         gate = self.replication
         if gate is not None and not gate.settles:
             raise GateFenced(gate.fenced or gate.isolated or "the queue settles nothing now")
-        await self._settles_written()
-        await self._cursor_committer.sync()
+        await self._io.settles_durable(self._settler)
         if gate is not None:
             await gate.acks_replicated()
-
-    def _settles_written(self) -> asyncio.Future[None]:
-        """Resolved once every settle so far is written and reported (`_settled`);
-        failed with the error of the last write if it failed."""
-        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def landed(error: BaseException | None) -> None:
-            if written.done():
-                return
-            if error is None:
-                written.set_result(None)
-            else:
-                written.set_exception(error)
-        self._settler.flush()
-        self._settler.when_written(landed)
-        return written
 
     def channel_closed(self, channel_key: str, requeue: bool = True) -> None:
         """Forget the channel's consumers and requeue what it left unacked (unless
@@ -350,7 +345,7 @@ class QueueShell:
 
     def schedule_pump(self) -> None:
         if self._pump_scheduled is None and not self.closed:
-            self._pump_scheduled = asyncio.get_running_loop().call_soon(self._pump)
+            self._pump_scheduled = self._io.call_soon(self._pump)
 
     def _pump_if_scheduled(self) -> None:
         """After a write: deliver what it made ready now, not an iteration later."""
@@ -380,7 +375,7 @@ class QueueShell:
         deadline = self.core.next_deadline_ms()
         if deadline is not None and not self.closed:
             delay = max(0.0, (deadline - self.clock()) / 1000)
-            self._timer = asyncio.get_running_loop().call_later(delay, self._tick)
+            self._timer = self._io.call_later(delay, self._tick)
 
     def _tick(self) -> None:
         self._timer = None
@@ -486,24 +481,16 @@ class QueueShell:
         if self.closed:
             return
         await self._effects.drain()
-        with contextlib.suppress(Exception):  # a failed write is its own to report
-            await self._settles_written()
-        await self._reclaimer.drain()
+        await self._io.drain(self._settler)
         self.closed = True
         self.flow_gate.release()
         if self.replication is not None:
             self.replication.close("the queue's leader replica closed")
         if self._timer is not None:
             self._timer.cancel()
-        await self._committer.close()
         self._settler.close()
-        self._reclaimer.close()
-        await self._cursor_committer.close()
+        await self._io.close()
         self._delivery_mark.close()  # a clean stop knows exactly
         self.log.close()
         self.cursor.close()
 
-
-def _gather(flush: Callable[[], None]) -> None:
-    """The settle writer's gathering window on the running loop."""
-    asyncio.get_running_loop().call_later(SETTLE_GATHER_S, flush)

@@ -33,7 +33,7 @@ from segments.clock import SYSTEM_CLOCK, Clock
 from segments.cursor_log import CursorLog
 from segments.log import Log
 
-__all__ = ["CURSOR_FSYNC", "SETTLE_GATHER_S", "Reclaimer", "SettleWriter"]
+__all__ = ["CURSOR_FSYNC", "SETTLE_GATHER_S", "Ranges", "Reclaimer", "SettleWriter"]
 
 CURSOR_FSYNC = FsyncPolicy.parse("interval:200")
 SETTLE_GATHER_S = 0.005  # well inside the cursor's fsync interval
