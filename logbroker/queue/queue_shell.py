@@ -115,8 +115,9 @@ class QueueShell:
         self.had_consumers = False  # auto-delete applies only once a consumer came
         self.counters = QueueCounters()
         self.appends = AppendWaiters()
+        self._held = held or HeldMessages()  # written, waiting for the high watermark
         self._pipeline = AppendPipeline(lambda: self.settings, core, self._io.log_commits,
-                                        self._records, held or HeldMessages(), clock,
+                                        self._records, self._held, clock,
                                         self._made_ready)
         # Set for a replicated queue's leader: readiness and confirms wait for the
         # high watermark (replication_gate).
@@ -238,6 +239,11 @@ class QueueShell:
         self.counters.acked += len(offsets)
         self._run(self.core.ack(offsets))
         self.schedule_pump()
+
+    @property
+    def held_messages(self) -> int:
+        """Messages written but not ready yet (above a replicated queue's high watermark)."""
+        return len(self._held)
 
     @property
     def held_acks(self) -> int:

@@ -1,51 +1,43 @@
-"""`LeaderReplica`: a replicated queue's leader on one simulated node.
+"""`LeaderReplica`: a replicated queue's leader on one simulated node, as the shipped shell.
 
-It opens the queue as the real shell does, with the real code: `QueueShell.open`
-is `queue_opening.open_queue_files` with a `ReplicaSetup` (the log, cursor log
-and delivery mark on the node's file system, `open_gate`, the `QueueCore`
-recovered with what may have been delivered flagged, the messages above the
-high watermark held, and flagged too when released if they may have been
-delivered), here with small log segments. The write path is the shipped
-one: the `AppendPipeline` admits and appends publishes, makes them ready
-below the high watermark (`HeldMessages`) and confirms them once durable and
-passed by it (`WaitingConfirms`), applying the `ReplicationGate`'s releases
-(the gate's listener) and fences; the `SettleWriter` writes settles to the
-cursor log, reports them (`acks_grew`) and reclaims settled segments. They
-run over the simulated ports of leader_ports.py: the log's and the cursor's
-writes stay unsynced until the simulation's `flush` (a random later tick),
-so a crash in between loses them.
+The leader is a `QueueShell` (logbroker/queue/queue_shell.py), opened as the
+broker opens it (`QueueShell.open` with a `ReplicaSetup`: `open_queue_files`,
+`open_gate`, the core recovered, the messages above the high watermark held),
+here with small log segments, and run over `SimShellIO` (leader_ports.py):
+its log and cursor writes stay unsynced until the simulation's `flush` (a
+random later tick), so a crash in between loses them; its pump runs when
+the call into it returns. Everything it decides is the shipped code: the
+`AppendPipeline` (admission, readiness below the high watermark, confirms
+once durable and passed by it, the gate's releases and fence), the
+`SettleWriter` and retention, the pump and deliveries with the delivery
+mark, the acks held while isolated and applied on rejoin, and `close`.
 
-What is left here mirrors the rest of `QueueShell`, synchronously: the
-consumers, the pump and the deliveries, the acks held while isolated
-(`HeldAcks`, applied on rejoin), what a settled floor does to the core, and
-closing.
+This adapter only connects the simulation to it: a publish becomes a
+`Message` whose outcome goes to the simulated publisher (`PublishConfirm`),
+a consumer client becomes a `DeliverySink` (`ClientSink`), and the
+checker hears the offsets the high watermark passes (`committed`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from logbroker.message import Message, Properties
-from logbroker.queue.append_pipeline import AppendPipeline
 from logbroker.queue.consumers import Consumer
-from logbroker.queue.effects import Deliver, Effect, Settle
-from logbroker.queue.held_acks import HeldAcks
-from logbroker.queue.held_messages import HeldMessages
+from logbroker.queue.queue_core import QueueCore
 from logbroker.queue.queue_limits import Admission, QueueLimits
-from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_settings import QueueSettings
-from logbroker.queue.record_cache import RecordCache
+from logbroker.queue.queue_shell import QueueShell
 from logbroker.queue.replica_setup import ReplicaSetup
-from logbroker.queue.replication_gate import GateFenced
+from logbroker.queue.replication_gate import ReplicationGate
 from logbroker.queue.retention import Retention
-from logbroker.queue.settle_writer import SettleWriter
-from segments.log import AppendResult, LogConfig
+from segments.cursor_log import CursorLog
+from segments.log import Log, LogConfig
 from segments.memory_filesystem import MemoryFileSystem
-from segments.record_batch import Record
-from tests.sim.leader_ports import HooksClock, SimCommitter, SimGather, SimReclaimer
+from tests.sim.leader_ports import HooksClock, SimShellIO, run_now
 
 VHOST = "/"
 # Small segments, so retention deletes segments and followers fall below the log start.
@@ -64,10 +56,12 @@ class ConsumerSink(Protocol):
 
 
 class LeaderHooks(Protocol):
-    """The simulation around a leader: its clock, its clients and its checker."""
+    """The simulation around a leader: its clock, timers, clients and checker."""
 
     @property
     def now_ms(self) -> int: ...
+
+    def later(self, delay: int, action: Callable[[], None]) -> None: ...
 
     def confirm(self, queue: str, publish: int, ok: bool) -> None: ...
 
@@ -98,38 +92,66 @@ class PublishConfirm:
         self.hooks.confirm(self.queue, self.publish, False)  # GateFenced, NotEnoughReplicas
 
 
+@dataclass(eq=False)
+class ClientSink:
+    """A simulated consumer client as the shell's `DeliverySink` (no channel-wide limit)."""
+
+    replica: LeaderReplica
+    client: ConsumerSink
+    channel_key: str
+
+    def deliver(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
+                message: Message) -> None:
+        self.client.deliver(self.replica, self.channel_key, offset, message.body, redelivered)
+
+    def consumer_cancelled(self, queue: str, consumer_tag: str,
+                           leader_moved: bool = False) -> None:
+        self.client.cancelled(self.replica)
+
+    def credit(self) -> int | None:
+        return None
+
+
 class LeaderReplica:
     def __init__(self, node: str, queue: str, fs: MemoryFileSystem, directory: str,
                  setup: ReplicaSetup, hooks: LeaderHooks) -> None:
         self.node = node
         self.queue = queue
         self.hooks = hooks
-        self.closed = False
         self._payloads: dict[int, bytes] = {}
-        settings = QueueSettings(VHOST, queue, durable=True, limits=QueueLimits())
-        opened = open_queue_files(settings, fs, directory, setup, hooks.now_ms,
-                                  QUEUE_LOG_CONFIG)
-        assert opened.gate is not None
-        self.log, self.cursor, self.mark = opened.log, opened.cursor, opened.mark
-        self.core, self.gate = opened.core, opened.gate
-        clock = HooksClock(hooks)
-        self._log_commits: SimCommitter[Sequence[Record], AppendResult] = SimCommitter(self.log)
-        self._cursor_commits: SimCommitter[Sequence[tuple[int, int]], None] = (
-            SimCommitter(self.cursor))
-        self._gather = SimGather()
-        self._records = RecordCache(self.log)
-        self._held = HeldMessages(opened.held, opened.held_delivered_below)
-        self.pipeline = AppendPipeline(lambda: settings, self.core, self._log_commits,
-                                       self._records, self._held, clock, self._made_ready)
-        self.pipeline.replicate(self.gate)
-        self.settler = SettleWriter(self.log, self.cursor, self._cursor_commits, self._gather,
-                                    SimReclaimer(self.log), lambda: RETAIN_NOTHING,
-                                    self._settled, clock)
-        self._sinks: dict[str, ConsumerSink] = {}
-        self._held_acks = HeldAcks()  # acks taken while cut off from the controller
-        self._reported = self.log.log_start_offset  # committed offsets given to the checker
-        self.gate.on_rejoin = self._apply_held_acks
+        self.io: SimShellIO | None = None
+        settings = QueueSettings(VHOST, queue, durable=True, limits=QueueLimits(),
+                                 retention=RETAIN_NOTHING)
+        self.shell = QueueShell.open(settings, fs, directory, setup, HooksClock(hooks),
+                                     self._io, QUEUE_LOG_CONFIG)
+        gate = self.shell.replication
+        assert gate is not None and self.io is not None
+        self.gate: ReplicationGate = gate
+        self._apply_held_acks: Callable[[], None] | None = gate.on_rejoin
+        gate.on_rejoin = self._rejoined
+        # Committed offsets given to the checker.
+        self._reported: int = self.shell.log.log_start_offset
         self._report_committed()
+
+    def _io(self, log: Log, cursor: CursorLog) -> SimShellIO:
+        self.io = SimShellIO(log, cursor, self.hooks)
+        return self.io
+
+    @property
+    def closed(self) -> bool:
+        return self.shell.closed
+
+    @property
+    def log(self) -> Log:
+        return self.shell.log
+
+    @property
+    def cursor(self) -> CursorLog:
+        return self.shell.cursor
+
+    @property
+    def core(self) -> QueueCore:
+        return self.shell.core
 
     @property
     def epoch(self) -> int:
@@ -138,7 +160,7 @@ class LeaderReplica:
     @property
     def held(self) -> int:
         """Messages written but not handed to the core yet (above the high watermark)."""
-        return len(self._held)
+        return self.shell.held_messages
 
     @property
     def fenced(self) -> str | None:
@@ -149,48 +171,75 @@ class LeaderReplica:
         """What wakes a long-polling fetch: how often the gate said it changed."""
         return self.gate.changes.notified
 
-    def _values(self, offset: int, end: int | None = None) -> list[bytes]:
-        """The records' values in [offset, end) (a leader's log never changes below its end)."""
-        end = self.log.next_offset if end is None else end
-        values: list[bytes] = []
-        for at in range(offset, end):
-            value = self._payloads.get(at)
-            if value is None:
-                self._payloads.update((r.offset, r.value) for r in self.log.read(at, 4096))
-                value = self._payloads[at]
-            values.append(value)
-        return values
+    def _settle(self) -> None:
+        """After each call into the shell: what it scheduled runs, the checker hears."""
+        assert self.io is not None
+        self.io.run_ready()
+        if not self.closed:
+            self._report_committed()
 
-    # --------------------------------------------------------------- publish
+    # ----------------------------------------------------------------- calls
 
     def publish(self, publish: int, payload: bytes) -> None:
-        """`QueueShell.admit` + `append`, through the shipped pipeline."""
+        """`admit` + `append`, as a channel's publish does."""
         message = Message("", self.queue, payload, PERSISTENT, self.hooks.now_ms)
-        if self.pipeline.admit(message) is not Admission.ACCEPT:
+        if self.shell.admit(message) is not Admission.ACCEPT:
             self.hooks.confirm(self.queue, publish, False)
             return
-        self.pipeline.append_many([message], PublishConfirm(self.hooks, self.queue, publish))
+        self.shell.append_confirming([message], PublishConfirm(self.hooks, self.queue, publish))
+        self._settle()
 
     def flush(self) -> None:
-        """The syncs land: the log's (the pipeline's confirms), then the settles gathered
-        so far are written to the cursor log and it syncs too (the settle writer's)."""
+        """The simulation's random later tick: the shell's syncs land."""
         if self.closed:
             return
-        self._log_commits.complete()
-        self._report_committed()
-        self._gather.close()
-        self._cursor_commits.complete()
+        assert self.io is not None
+        self.io.flush()
+        self._settle()
 
     def moved(self, change: Callable[[], object]) -> None:
-        """`gate.moved` (a fetch, an in-sync commit): a release goes to the pipeline."""
+        """`gate.moved` (a fetch, an in-sync commit): a release goes to the shell."""
         self.gate.moved(change)
-        self._report_committed()
+        self._settle()
 
-    def _made_ready(self, effects: list[Effect], count: int) -> None:
-        """`QueueShell._made_ready`: the pipeline made `count` messages ready."""
-        self._report_committed()
-        self._run(effects)
-        self.pump()
+    def _rejoined(self) -> None:
+        """`gate.on_rejoin`: the shell applies the acks it held while isolated."""
+        held = self.shell.held_acks
+        if self._apply_held_acks is not None:
+            self._apply_held_acks()
+        if held and not self.closed:
+            self.hooks.stats["held_acks_applied"] += held
+        self._settle()
+
+    def add_consumer(self, tag: str, prefetch: int, sink: ConsumerSink) -> None:
+        self.shell.add_consumer(Consumer(tag, tag, prefetch), ClientSink(self, sink, tag))
+        self._settle()
+
+    def channel_closed(self, tag: str) -> None:
+        if not self.closed:
+            self.shell.channel_closed(tag)
+            self._settle()
+
+    def ack(self, offsets: list[int]) -> None:
+        self.shell.ack(offsets)
+        self._settle()
+
+    def close(self, reason: str) -> None:
+        """`Broker.close_queue`: fence, cancel the consumers, close."""
+        if self.closed:
+            return
+        self.gate.fence(reason)
+        self.shell.cancel_consumers(leader_moved=True)
+        run_now(self.shell.close())
+
+    def crash(self) -> None:
+        """The node lost power: nothing more happens here, nothing is synced."""
+        assert self.io is not None
+        self.io.stop()
+        self.shell.closed = True
+        self.shell.cancel_consumers()  # the client's connection broke
+
+    # --------------------------------------------------------------- checker
 
     def _report_committed(self) -> None:
         hw = self.gate.high_watermark
@@ -200,81 +249,13 @@ class LeaderReplica:
                 self.hooks.committed(self.queue, self.node, offset, value)
         self._reported = max(self._reported, hw)
 
-    def _settled(self, floor: int) -> None:
-        """`QueueShell._settled`: the settle writer wrote everything below `floor`."""
-        self.gate.acks_grew(floor)
-        self.core.forget_below(floor)
-        self._records.settled_below(floor)
-
-    # ------------------------------------------------------------- consumers
-
-    def add_consumer(self, tag: str, prefetch: int, sink: ConsumerSink) -> None:
-        self.core.add_consumer(Consumer(tag, tag, prefetch), self.hooks.now_ms)
-        self._sinks[tag] = sink
-        self.pump()
-
-    def channel_closed(self, tag: str) -> None:
-        """QueueShell.channel_closed: forget the consumer, requeue what it held."""
-        if self._sinks.pop(tag, None) is not None:
-            self.core.remove_consumer(tag, self.hooks.now_ms)
-        self._run(self.core.requeue_channel(tag))
-        self.pump()
-
-    def ack(self, offsets: list[int]) -> None:
-        gate = self.gate
-        if not gate.settles:
-            self._held_acks.hold(offsets, fenced=gate.fenced is not None)
-            return
-        self._run(self.core.ack(offsets))
-        self.pump()
-
-    def _apply_held_acks(self) -> None:
-        """QueueShell._apply_held_acks (`gate.on_rejoin`)."""
-        held = self._held_acks.take()
-        if held and not self.closed:
-            self.hooks.stats["held_acks_applied"] += len(held)
-            self.ack(held)
-
-    def pump(self) -> None:
-        if not self.closed:
-            self._run(self.core.pump(self.hooks.now_ms, {}))
-
-    def _run(self, effects: list[Effect]) -> None:
-        for effect in effects:
-            if isinstance(effect, Deliver):
-                sink = self._sinks.get(effect.consumer_tag or "")
-                self.mark.delivered(effect.offset)
-                if sink is not None:
-                    payload = self._records.record_at(effect.offset).value
-                    sink.deliver(self, effect.channel_key, effect.offset, payload,
-                                 effect.redelivered)
-            elif isinstance(effect, Settle):
-                self.settler.settle(effect.lo, effect.hi)
-
-    # --------------------------------------------------------------- closing
-
-    def close(self, reason: str, on_cancel: Callable[[ConsumerSink], None] | None = None
-              ) -> None:
-        """Broker.close_queue: fence, cancel the consumers, finish the writes, close."""
-        if self.closed:
-            return
-        self.gate.fence(reason)
-        sinks, self._sinks = list(self._sinks.values()), {}
-        for sink in sinks:
-            sink.cancelled(self)
-        self._gather.close()
-        self._cursor_commits.complete()
-        self.closed = True
-        self.settler.close()
-        self._log_commits.fail_all(GateFenced(reason))
-        self.mark.close()  # a clean stop knows exactly
-        self.log.close()
-        self.cursor.close()
-
-    def crash(self) -> None:
-        """The node lost power: nothing more happens here, nothing is synced."""
-        self.closed = True
-        self.settler.close()
-        for sink in list(self._sinks.values()):
-            sink.cancelled(self)  # the client's connection broke
-        self._sinks.clear()
+    def _values(self, offset: int, end: int) -> list[bytes]:
+        """The records' values in [offset, end) (a leader's log never changes below its end)."""
+        values: list[bytes] = []
+        for at in range(offset, end):
+            value = self._payloads.get(at)
+            if value is None:
+                self._payloads.update((r.offset, r.value) for r in self.log.read(at, 4096))
+                value = self._payloads[at]
+            values.append(value)
+        return values
