@@ -153,7 +153,7 @@ class QueueShell:
         if opened.gate is not None:
             shell.replication = opened.gate
             shell._pipeline.replicate(opened.gate)
-            opened.gate.on_rejoin = shell._apply_held_acks
+            opened.gate.on_rejoin = shell._rejoined
         return shell
 
     # --------------------------------------------------------------- publish
@@ -250,10 +250,13 @@ class QueueShell:
         """Acks held while the leader is cut off from the controller (`HeldAcks`)."""
         return len(self._held_acks)
 
-    def _apply_held_acks(self) -> None:
+    def _rejoined(self) -> None:
+        """The gate rejoined (`on_rejoin`): the acks held meanwhile count, and what the
+        pump left while isolated goes out."""
         held = self._held_acks.take()
         if held and not self.closed:
             self.ack(held)
+        self.schedule_pump()
 
     def reject(self, offsets: Sequence[int], requeue: bool) -> None:
         self._run(self.core.reject(offsets, requeue))

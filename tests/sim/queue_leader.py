@@ -127,7 +127,7 @@ class LeaderReplica:
         gate = self.shell.replication
         assert gate is not None and self.io is not None
         self.gate: ReplicationGate = gate
-        self._apply_held_acks: Callable[[], None] | None = gate.on_rejoin
+        self._shell_rejoined: Callable[[], None] | None = gate.on_rejoin
         gate.on_rejoin = self._rejoined
         # Committed offsets given to the checker.
         self._reported: int = self.shell.log.log_start_offset
@@ -205,8 +205,8 @@ class LeaderReplica:
     def _rejoined(self) -> None:
         """`gate.on_rejoin`: the shell applies the acks it held while isolated."""
         held = self.shell.held_acks
-        if self._apply_held_acks is not None:
-            self._apply_held_acks()
+        if self._shell_rejoined is not None:
+            self._shell_rejoined()
         if held and not self.closed:
             self.hooks.stats["held_acks_applied"] += held
         self._settle()
