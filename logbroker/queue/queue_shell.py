@@ -184,7 +184,9 @@ class QueueShell:
         take a written message back; replicated queues keep the high-watermark
         rule (DESIGN.md section 6).
         """
-        return self.append_many([message])
+        confirm: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pipeline.append_many([message], confirm)
+        return confirm
 
     def append_many(self, messages: Sequence[Message]) -> asyncio.Future[int]:
         """`append` for several admitted messages at once: one write, one future.
