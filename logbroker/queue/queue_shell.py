@@ -13,13 +13,22 @@ strictly in order:
 - `DeadLetter`: republish through the broker's callback, awaited, before the
   `Settle` that follows it (so a crash duplicates rather than loses);
 - `Settle`: hand the ranges to the `SettleWriter` (one cursor-log append per
-  5 ms, synced on an interval: a lost settle only means a redelivery),
-  which also deletes the segments they free;
+  gathering window, 5 ms on asyncio, synced on an interval: a lost settle
+  only means a redelivery), which also deletes the segments they free;
 - `QueueExpired`: tell the broker to delete the queue.
 
 A delivery mark, kept ahead of the highest offset ever delivered and
 persisted before any delivery passes it, tells a restart which unacked
 messages may have been delivered: only those come back `redelivered`.
+
+The shell decides synchronously; bytes and time go through its `ShellIO`
+(shell_io.py): the log's and the cursor's commits (durable by callback), the
+segment reclaimer, `call_soon` for the pump and `call_later` for the core's
+timer. `LoopShellIO` is asyncio's; the deterministic simulation runs this
+same shell over its own (tests/sim/leader_ports.py). Futures exist only at
+the asyncio edge: `append`/`append_many` wrap a publish's `Confirm` in one
+(`append_confirming` takes any `Confirm`), and the awaited `settles_durable`
+and `close` go through the ports' coroutines.
 """
 
 from __future__ import annotations
