@@ -73,10 +73,10 @@ class LeaderHooks(Protocol):
 
 @dataclass(eq=False)
 class PublishConfirm:
-    """A simulated publisher's confirm as the pipeline's `Confirm`."""
+    """A simulated publisher's confirm as the pipeline's `Confirm`: the checker hears
+    what the high watermark passed before the confirm goes out (whoever moved it)."""
 
-    hooks: LeaderHooks
-    queue: str
+    replica: LeaderReplica
     publish: int
     _done: bool = False
 
@@ -85,11 +85,12 @@ class PublishConfirm:
 
     def set_result(self, base_offset: int, /) -> None:
         self._done = True
-        self.hooks.confirm(self.queue, self.publish, True)
+        self.replica.report_committed()
+        self.replica.hooks.confirm(self.replica.queue, self.publish, True)
 
     def set_exception(self, error: BaseException, /) -> None:
-        self._done = True
-        self.hooks.confirm(self.queue, self.publish, False)  # GateFenced, NotEnoughReplicas
+        self._done = True  # GateFenced, NotEnoughReplicas
+        self.replica.hooks.confirm(self.replica.queue, self.publish, False)
 
 
 @dataclass(eq=False)
@@ -102,6 +103,7 @@ class ClientSink:
 
     def deliver(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
                 message: Message) -> None:
+        self.replica.report_committed()  # a delivery is below the high watermark
         self.client.deliver(self.replica, self.channel_key, offset, message.body, redelivered)
 
     def consumer_cancelled(self, queue: str, consumer_tag: str,
@@ -131,7 +133,7 @@ class LeaderReplica:
         gate.on_rejoin = self._rejoined
         # Committed offsets given to the checker.
         self._reported: int = self.shell.log.log_start_offset
-        self._report_committed()
+        self.report_committed()
 
     def _io(self, log: Log, cursor: CursorLog) -> SimShellIO:
         self.io = SimShellIO(log, cursor, self.hooks)
@@ -176,7 +178,7 @@ class LeaderReplica:
         assert self.io is not None
         self.io.run_ready()
         if not self.closed:
-            self._report_committed()
+            self.report_committed()
 
     # ----------------------------------------------------------------- calls
 
@@ -186,7 +188,7 @@ class LeaderReplica:
         if self.shell.admit(message) is not Admission.ACCEPT:
             self.hooks.confirm(self.queue, publish, False)
             return
-        self.shell.append_confirming([message], PublishConfirm(self.hooks, self.queue, publish))
+        self.shell.append_confirming([message], PublishConfirm(self, publish))
         self._settle()
 
     def flush(self) -> None:
@@ -241,7 +243,8 @@ class LeaderReplica:
 
     # --------------------------------------------------------------- checker
 
-    def _report_committed(self) -> None:
+    def report_committed(self) -> None:
+        """Tell the checker the offsets the high watermark passed since the last time."""
         hw = self.gate.high_watermark
         start = max(self._reported, self.log.log_start_offset)
         if hw > start:
