@@ -40,8 +40,11 @@ from segments.memory_filesystem import MemoryFileSystem
 from tests.sim.leader_ports import HooksClock, SimShellIO, run_now
 
 VHOST = "/"
-# Small segments, so retention deletes segments and followers fall below the log start.
-QUEUE_LOG_CONFIG = LogConfig(segment_bytes_max=768, index_interval_bytes=128)
+# Small segments, so retention deletes segments and followers fall below the log start:
+# about 15 publishes each, as when the simulation wrote bare records (a publish's record
+# now carries the broker's stored headers, 79 bytes a batch rather than 49). Smaller ones
+# reset followers so often that few keep a divergent tail, which a mutation check needs.
+QUEUE_LOG_CONFIG = LogConfig(segment_bytes_max=1240, index_interval_bytes=206)
 RETAIN_NOTHING = Retention(retention_ms=None, retention_bytes=0)
 PERSISTENT = Properties(delivery_mode=2)
 
