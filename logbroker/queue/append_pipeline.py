@@ -4,9 +4,10 @@ Theory of operation. A publish is admitted first (`admit`): a replicated
 queue's gate may refuse it (fenced, cut off from the controller, handing
 over, too few in-sync replicas), then the core's length limit may. An
 admitted publish is appended (`append_many`): its records are queued on the
-log's group committer during the call, so the order of `append` calls is
+log's committer (a `CommitPort`: the asyncio `GroupCommitter`, or the
+simulation's) during the call, so the order of `append` calls is
 the order of the log, however the callers' tasks are scheduled. Then two
-steps, each a method of this pipeline that the committer's completion calls:
+steps, each a method of this pipeline that the committer calls back:
 
 1. `_written` (the write landed, before its fsync): the admission no longer
    counts against the length limit, the records go to the record cache when
@@ -35,14 +36,14 @@ written and, replicated, below the high watermark, in offset order.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from logbroker.message import Message, records_of
+from logbroker.queue.commit_port import CommitPort
 from logbroker.queue.effects import Effect
-from logbroker.queue.group_commit import GroupCommitter
 from logbroker.queue.held_messages import HeldMessages
 from logbroker.queue.message_meta import MetaRun, metas_of
 from logbroker.queue.publish_refusals import PublishRefusals
@@ -61,10 +62,22 @@ from segments.clock import Clock
 from segments.log import AppendResult
 from segments.record_batch import Record
 
-__all__ = ["AppendPipeline", "MadeReady"]
+__all__ = ["AppendPipeline", "Confirm", "MadeReady"]
 
 # The shell's side: run the core's effects, then note that `count` messages became ready.
 MadeReady = Callable[[list[Effect], int], None]
+
+
+class Confirm(Protocol):
+    """Where a publish's outcome goes: its base offset once it may be confirmed, or why
+    not. An `asyncio.Future[int]` is one (the shell's asyncio edge passes its future);
+    the simulation passes its client's confirm."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, base_offset: int, /) -> None: ...
+
+    def set_exception(self, error: BaseException, /) -> None: ...
 
 
 @dataclass(eq=False, slots=True)
@@ -74,14 +87,14 @@ class _Append:
 
     count: int
     total_bytes: int
-    confirm: asyncio.Future[int]
+    confirm: Confirm
     admitted: bool = True  # counts against the length limit until written
 
 
 class AppendPipeline:
     def __init__(
         self, settings: Callable[[], QueueSettings], core: QueueCore,
-        committer: GroupCommitter[Sequence[Record], AppendResult], records: RecordCache,
+        committer: CommitPort[Sequence[Record], AppendResult], records: RecordCache,
         held: HeldMessages, clock: Clock, made_ready: MadeReady,
     ) -> None:
         self._settings = settings  # read at each use: a policy change replaces them
@@ -95,7 +108,7 @@ class AppendPipeline:
         self._name = settings().name
         self.refusals = PublishRefusals(self._name, clock)
         # (the publish's base offset, which its confirm gives; the confirm)
-        self._confirms: WaitingConfirms[tuple[int, asyncio.Future[int]]] = WaitingConfirms()
+        self._confirms: WaitingConfirms[tuple[int, Confirm]] = WaitingConfirms()
 
     def replicate(self, gate: ReplicationGate) -> None:
         """This queue leads a replicated queue: readiness and confirms wait for `gate`."""
@@ -127,26 +140,24 @@ class AppendPipeline:
 
     # ---------------------------------------------------------------- append
 
-    def append_many(self, messages: Sequence[Message]) -> asyncio.Future[int]:
-        """Send admitted messages to the log now: one write, one future, which gives the
-        first message's offset once the publish may be confirmed."""
+    def append_many(self, messages: Sequence[Message], confirm: Confirm) -> None:
+        """Send admitted messages to the log now, as one write; `confirm` gets the first
+        message's offset once the publish may be confirmed."""
         settings = self._settings()
         metas = metas_of(messages, settings.message_ttl_ms, self._clock.wall_ms())
         # A transient message, or any message in a transient queue, is not lost to a
         # crash it could survive anyway: it is confirmed once written.
         durable = settings.durable and any(m.persistent for m in messages)
-        append = _Append(len(messages), sum(metas.sizes),
-                         asyncio.get_running_loop().create_future())
+        append = _Append(len(messages), sum(metas.sizes), confirm)
         try:
             records = records_of(messages)
-            written = self._committer.submit_nowait(
-                records, durable=durable,
-                on_written=functools.partial(self._written, append, metas, records))
+            self._committer.append(
+                records, durable, functools.partial(self._written, append, metas, records),
+                functools.partial(self._durable, append),
+                functools.partial(self._failed, append))
         except Exception:
             self._no_longer_admitted(append)
             raise
-        written.add_done_callback(functools.partial(self._durable, append))
-        return append.confirm
 
     def _written(self, append: _Append, metas: MetaRun, records: Sequence[Record],
                  result: AppendResult) -> None:
@@ -166,20 +177,23 @@ class AppendPipeline:
             if not append.confirm.done():
                 append.confirm.set_exception(error)
 
-    def _durable(self, append: _Append, done: asyncio.Future[AppendResult]) -> None:
-        if append.admitted:  # the write itself failed
+    def _durable(self, append: _Append, result: AppendResult) -> None:
+        if append.admitted:  # never written: it cannot count any more
             self._no_longer_admitted(append)
         if append.confirm.done():
             return
-        if done.cancelled() or done.exception() is not None:
-            append.confirm.set_exception(done.exception() or asyncio.CancelledError())
-            return
         if self.gate is None:
-            append.confirm.set_result(done.result().base_offset)
+            append.confirm.set_result(result.base_offset)
         else:
-            self._durable_on_leader(self.gate, append.confirm, done.result())
+            self._durable_on_leader(self.gate, append.confirm, result)
 
-    def _durable_on_leader(self, gate: ReplicationGate, confirm: asyncio.Future[int],
+    def _failed(self, append: _Append, error: BaseException) -> None:
+        """The write or its sync failed: the publish is not confirmed."""
+        self._no_longer_admitted(append)
+        if not append.confirm.done():
+            append.confirm.set_exception(error)
+
+    def _durable_on_leader(self, gate: ReplicationGate, confirm: Confirm,
                            result: AppendResult) -> None:
         """A replicated leader's write is durable here: the confirm waits for the high
         watermark, which this leader's own copy may just have moved."""

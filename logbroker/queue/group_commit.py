@@ -1,6 +1,9 @@
 """Group commit: many concurrent appends, one write and one fsync per group.
 
-Theory of operation. `submit(item)` queues the item and returns a future.
+Theory of operation. `submit(item)` queues the item and returns a future;
+`append(item, ...)` queues it with callbacks instead (the queue shell's
+`CommitPort`: no future per item, the outcome is handed over by the
+committer itself).
 A single flusher task takes everything queued (up to `group_items_max`),
 hands it to the target's `append_group` as one write, and then, under the
 `always` policy, runs an fsync on a worker thread. While that fsync runs, new
@@ -50,10 +53,22 @@ ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
 ItemT_contra = TypeVar("ItemT_contra", contravariant=True)
 ResultT_co = TypeVar("ResultT_co", covariant=True)
+ResultT_contra = TypeVar("ResultT_contra", contravariant=True)
 
 
-# A submitted item: (item, its future, wait for fsync?, called once written).
-_Pending = tuple[ItemT, "asyncio.Future[ResultT]", bool, "Callable[[ResultT], None] | None"]
+class _Outcome(Protocol[ResultT_contra]):
+    """Where an item's outcome goes: its future (`submit`), or the callbacks of
+    `append` (`_Callbacks`)."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: ResultT_contra, /) -> None: ...
+
+    def set_exception(self, error: BaseException, /) -> None: ...
+
+
+# A submitted item: (item, its outcome, wait for fsync?, called once written).
+_Pending = tuple[ItemT, "_Outcome[ResultT]", bool, "Callable[[ResultT], None] | None"]
 
 
 class GroupAppendable(Protocol[ItemT_contra, ResultT_co]):
@@ -89,12 +104,12 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         """`after_write` runs after each write's `on_written` callbacks (a queue
         delivers what they made ready at once, not an event-loop iteration later)."""
         self._target = target
-        self._after_write = after_write
+        self.after_write = after_write
         self._fsync_stats = fsync_stats
         self.policy = policy
         self._group_items_max = group_items_max
         self._pending: list[_Pending[ItemT, ResultT]] = []
-        self._unsynced: list[tuple[asyncio.Future[ResultT], ResultT]] = []  # written, not synced
+        self._unsynced: list[tuple[_Outcome[ResultT], ResultT]] = []  # written, not synced
         # True while an fsync with a sync point runs: submissions are written at once.
         self._writing_during_sync = False
         self._pending_items_max = pending_items_max
@@ -147,19 +162,36 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         caller's to enforce. `on_written` runs as soon as the item is written,
         before the group's fsync (a queue makes the message deliverable then).
         """
+        loop = self._loop
+        if loop is None:  # a committer serves the loop that first submits to it
+            loop = self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[ResultT] = loop.create_future()
+        self._queue(item, future, durable, on_written)
+        return future
+
+    def append(self, item: ItemT, durable: bool,
+               on_written: Callable[[ResultT], None] | None,
+               on_durable: Callable[[ResultT], None],
+               on_failed: Callable[[BaseException], None]) -> None:
+        """The shell's `CommitPort` (commit_port.py): `submit_nowait` whose outcome goes
+        to the callbacks, run by the committer itself (no future, nor a loop callback,
+        per item)."""
+        self._queue(item, _Callbacks(on_durable, on_failed), durable, on_written)
+
+    def _queue(self, item: ItemT, outcome: _Outcome[ResultT], durable: bool,
+               on_written: Callable[[ResultT], None] | None) -> None:
         if self._closed:
             raise LogClosedError("the group committer is closed")
         loop = self._loop
         if loop is None:  # a committer serves the loop that first submits to it
             loop = self._loop = asyncio.get_running_loop()
-        future: asyncio.Future[ResultT] = loop.create_future()
         self._in_flight += 1
-        entry = (item, future, durable, on_written)
+        entry = (item, outcome, durable, on_written)
         if self._pending:  # behind what waits for the flusher, in order
             self._pending.append(entry)
             if self._flusher is None or self._flusher.done():  # it was cancelled
                 self._flusher = loop.create_task(self._flush_pending())
-            return future
+            return
         idle = self._flusher is None or self._flusher.done()
         if idle and not self._exclusive.locked():
             # Nothing to keep order with and nothing to batch with yet: write now, so
@@ -170,16 +202,15 @@ class GroupCommitter(Generic[ItemT, ResultT]):
                 self._flusher = loop.create_task(self._flush_pending())
             else:
                 self._schedule_background_sync()
-            return future
+            return
         if self._writing_during_sync:
             # The running fsync lets writes go on: write now (readable, deliverable
             # before this call returns); the next fsync covers it.
             self._write_group([entry])
-            return future
+            return
         self._pending.append(entry)
         if idle:
             self._flusher = loop.create_task(self._flush_pending())
-        return future
 
     def _release_room(self, count: int) -> None:
         """`count` items are done with (resolved, failed, or cancelled by their caller):
@@ -231,9 +262,9 @@ class GroupCommitter(Generic[ItemT, ResultT]):
                         on_written(result)
                     except Exception:  # one caller's bug must not fail the others' writes
                         logger.exception("on_written callback failed")
-        if self._after_write is not None:
+        if self.after_write is not None:
             try:
-                self._after_write()
+                self.after_write()
             except Exception:
                 logger.exception("after_write callback failed")
         if self.policy.mode is FsyncMode.ALWAYS and False not in durables:
@@ -348,10 +379,40 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self._fsync_thread.shutdown(wait=False)
 
 
-def _fail(futures: Sequence[asyncio.Future[ResultT]], error: Exception) -> None:
+def _fail(futures: Sequence[_Outcome[ResultT]], error: Exception) -> None:
     for future in futures:
         if not future.done():
             future.set_exception(error)
+
+
+class _Callbacks(Generic[ResultT]):
+    """`append`'s outcome: the callbacks, run once; a failing one is logged, so it cannot
+    stop the committer from resolving the other items of its group."""
+
+    __slots__ = ("_done", "_on_durable", "_on_failed")
+
+    def __init__(self, on_durable: Callable[[ResultT], None],
+                 on_failed: Callable[[BaseException], None]) -> None:
+        self._on_durable = on_durable
+        self._on_failed = on_failed
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, result: ResultT, /) -> None:
+        self._done = True
+        try:
+            self._on_durable(result)
+        except Exception:
+            logger.exception("on_durable callback failed")
+
+    def set_exception(self, error: BaseException, /) -> None:
+        self._done = True
+        try:
+            self._on_failed(error)
+        except Exception:
+            logger.exception("on_failed callback failed")
 
 
 def _log_background_failure(task: asyncio.Task[None]) -> None:

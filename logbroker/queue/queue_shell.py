@@ -13,13 +13,22 @@ strictly in order:
 - `DeadLetter`: republish through the broker's callback, awaited, before the
   `Settle` that follows it (so a crash duplicates rather than loses);
 - `Settle`: hand the ranges to the `SettleWriter` (one cursor-log append per
-  5 ms, synced on an interval: a lost settle only means a redelivery),
-  which also deletes the segments they free;
+  gathering window, 5 ms on asyncio, synced on an interval: a lost settle
+  only means a redelivery), which also deletes the segments they free;
 - `QueueExpired`: tell the broker to delete the queue.
 
 A delivery mark, kept ahead of the highest offset ever delivered and
 persisted before any delivery passes it, tells a restart which unacked
 messages may have been delivered: only those come back `redelivered`.
+
+The shell decides synchronously; bytes and time go through its `ShellIO`
+(shell_io.py): the log's and the cursor's commits (durable by callback), the
+segment reclaimer, `call_soon` for the pump and `call_later` for the core's
+timer. `LoopShellIO` is asyncio's; the deterministic simulation runs this
+same shell over its own (tests/sim/leader_ports.py). Futures exist only at
+the asyncio edge: `append`/`append_many` wrap a publish's `Confirm` in one
+(`append_confirming` takes any `Confirm`), and the awaited `settles_durable`
+and `close` go through the ports' coroutines.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from logbroker.errors import BrokerError
 from logbroker.message import Message
-from logbroker.queue.append_pipeline import AppendPipeline
+from logbroker.queue.append_pipeline import AppendPipeline, Confirm
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.delivery_mark import DeliveryMark
 from logbroker.queue.delivery_sink import DeliverySink, RecordSink
@@ -44,7 +53,6 @@ from logbroker.queue.effects import (
     Settle,
 )
 from logbroker.queue.flow_gate import FlowGate
-from logbroker.queue.group_commit import GroupCommitter
 from logbroker.queue.held_acks import HeldAcks
 from logbroker.queue.held_messages import HeldMessages
 from logbroker.queue.message_meta import NO_EXPIRY
@@ -65,11 +73,12 @@ from logbroker.queue.record_cache import RecordCache
 from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import GateFenced, ReplicationGate
 from logbroker.queue.settle_writer import SettleWriter
+from logbroker.queue.shell_io import Handle, LoopShellIO, ShellIO
 from segments.clock import SYSTEM_CLOCK, Clock
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
-from segments.log import AppendResult, Log
-from segments.record_batch import LogRecord, Record, RecordBatch
+from segments.log import Log, LogConfig
+from segments.record_batch import LogRecord, RecordBatch
 
 __all__ = ["DeliverySink", "QueueSettings", "QueueShell", "ReplicaSetup"]
 logger = logging.getLogger(__name__)
@@ -84,17 +93,20 @@ class QueueShell:
         self, settings: QueueSettings, fs: FileSystem, directory: str, log: Log,
         cursor: CursorLog, core: QueueCore, delivery_mark: DeliveryMark,
         held: HeldMessages | None = None, clock: Clock = SYSTEM_CLOCK,
+        io: ShellIO | None = None,
     ) -> None:
+        """`io`: where bytes and time go (None: the asyncio loop's, `LoopShellIO`)."""
         self.settings = settings
         self._fs = fs
         self.directory = directory
         self.log = log
         self.cursor = cursor
         self.core = core
-        self._committer: GroupCommitter[Sequence[Record], AppendResult] = GroupCommitter(
-            log, settings.fsync_policy, after_write=self._pump_if_scheduled)
-        self._settler = SettleWriter(fs, log, cursor, self._committer,
-                                     lambda: self.settings.retention, self._settled, clock)
+        self._io = io or LoopShellIO(fs, log, cursor, settings.fsync_policy)
+        self._io.after_write(self._pump_if_scheduled)
+        self._settler = SettleWriter(log, cursor, self._io.cursor_commits, self._io.gather,
+                                     self._io.reclaimer, lambda: self.settings.retention,
+                                     self._settled, clock)
         self._sinks: dict[str, DeliverySink] = {}
         self._record_sinks: dict[str, RecordSink] = {}  # those of `_sinks` that take them
         # The core's time: the injected clock's wall reading, since expiry is computed
@@ -102,8 +114,8 @@ class QueueShell:
         self.clock: Callable[[], int] = clock.wall_ms
         self._records = RecordCache(log)
         self._delivery_mark = delivery_mark
-        self._pump_scheduled: asyncio.Handle | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._pump_scheduled: Handle | None = None
+        self._timer: Handle | None = None
         self._effects = EffectRunner(self._carry_out_one, self._dead_letter)
         self.on_dead_letter: DeadLetterCallback | None = None
         self.on_expired: ExpiredCallback | None = None
@@ -112,8 +124,9 @@ class QueueShell:
         self.had_consumers = False  # auto-delete applies only once a consumer came
         self.counters = QueueCounters()
         self.appends = AppendWaiters()
-        self._pipeline = AppendPipeline(lambda: self.settings, core, self._committer,
-                                        self._records, held or HeldMessages(), clock,
+        self._held = held or HeldMessages()  # written, waiting for the high watermark
+        self._pipeline = AppendPipeline(lambda: self.settings, core, self._io.log_commits,
+                                        self._records, self._held, clock,
                                         self._made_ready)
         # Set for a replicated queue's leader: readiness and confirms wait for the
         # high watermark (replication_gate).
@@ -134,16 +147,22 @@ class QueueShell:
 
     @classmethod
     def open(cls, settings: QueueSettings, fs: FileSystem, directory: str,
-             replica: ReplicaSetup | None = None, clock: Clock = SYSTEM_CLOCK) -> QueueShell:
+             replica: ReplicaSetup | None = None, clock: Clock = SYSTEM_CLOCK,
+             io: Callable[[Log, CursorLog], ShellIO] | None = None,
+             log_config: LogConfig | None = None) -> QueueShell:
         """Open (or create) the queue's files and rebuild its state from them
-        (queue_opening); `replica` makes this the leader of a replicated queue."""
-        opened = open_queue_files(settings, fs, directory, replica, clock.wall_ms())
+        (queue_opening); `replica` makes this the leader of a replicated queue. `io`
+        makes the shell's ports for its log and cursor (None: asyncio's); `log_config`
+        is the segment log's (None: the default)."""
+        opened = open_queue_files(settings, fs, directory, replica, clock.wall_ms(),
+                                  log_config)
         shell = cls(settings, fs, directory, opened.log, opened.cursor, opened.core,
-                    opened.mark, HeldMessages(opened.held, opened.held_delivered_below), clock)
+                    opened.mark, HeldMessages(opened.held, opened.held_delivered_below), clock,
+                    io(opened.log, opened.cursor) if io is not None else None)
         if opened.gate is not None:
             shell.replication = opened.gate
             shell._pipeline.replicate(opened.gate)
-            opened.gate.on_rejoin = shell._apply_held_acks
+            opened.gate.on_rejoin = shell._rejoined
         return shell
 
     # --------------------------------------------------------------- publish
@@ -174,14 +193,22 @@ class QueueShell:
         take a written message back; replicated queues keep the high-watermark
         rule (DESIGN.md section 6).
         """
-        return self._pipeline.append_many([message])
+        confirm: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pipeline.append_many([message], confirm)
+        return confirm
 
     def append_many(self, messages: Sequence[Message]) -> asyncio.Future[int]:
         """`append` for several admitted messages at once: one write, one future.
 
         The future gives the first message's offset; the others follow it.
         """
-        return self._pipeline.append_many(messages)
+        confirm: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pipeline.append_many(messages, confirm)
+        return confirm
+
+    def append_confirming(self, messages: Sequence[Message], confirm: Confirm) -> None:
+        """`append_many` with the outcome handed to `confirm` (no event loop needed)."""
+        self._pipeline.append_many(messages, confirm)
 
     def _made_ready(self, effects: list[Effect], count: int) -> None:
         """`count` more messages are ready (with the core's effects of making them so):
@@ -224,10 +251,23 @@ class QueueShell:
         self._run(self.core.ack(offsets))
         self.schedule_pump()
 
-    def _apply_held_acks(self) -> None:
+    @property
+    def held_messages(self) -> int:
+        """Messages written but not ready yet (above a replicated queue's high watermark)."""
+        return len(self._held)
+
+    @property
+    def held_acks(self) -> int:
+        """Acks held while the leader is cut off from the controller (`HeldAcks`)."""
+        return len(self._held_acks)
+
+    def _rejoined(self) -> None:
+        """The gate rejoined (`on_rejoin`): the acks held meanwhile count, and what the
+        pump left while isolated goes out."""
         held = self._held_acks.take()
         if held and not self.closed:
             self.ack(held)
+        self.schedule_pump()
 
     def reject(self, offsets: Sequence[int], requeue: bool) -> None:
         self._run(self.core.reject(offsets, requeue))
@@ -240,7 +280,7 @@ class QueueShell:
         gate = self.replication
         if gate is not None and not gate.settles:
             raise GateFenced(gate.fenced or gate.isolated or "the queue settles nothing now")
-        await self._settler.durable()
+        await self._io.settles_durable(self._settler)
         if gate is not None:
             await gate.acks_replicated()
 
@@ -325,7 +365,7 @@ class QueueShell:
 
     def schedule_pump(self) -> None:
         if self._pump_scheduled is None and not self.closed:
-            self._pump_scheduled = asyncio.get_running_loop().call_soon(self._pump)
+            self._pump_scheduled = self._io.call_soon(self._pump)
 
     def _pump_if_scheduled(self) -> None:
         """After a write: deliver what it made ready now, not an iteration later."""
@@ -355,7 +395,7 @@ class QueueShell:
         deadline = self.core.next_deadline_ms()
         if deadline is not None and not self.closed:
             delay = max(0.0, (deadline - self.clock()) / 1000)
-            self._timer = asyncio.get_running_loop().call_later(delay, self._tick)
+            self._timer = self._io.call_later(delay, self._tick)
 
     def _tick(self) -> None:
         self._timer = None
@@ -461,15 +501,16 @@ class QueueShell:
         if self.closed:
             return
         await self._effects.drain()
-        await self._settler.drain()
+        await self._io.drain(self._settler)
         self.closed = True
         self.flow_gate.release()
         if self.replication is not None:
             self.replication.close("the queue's leader replica closed")
         if self._timer is not None:
             self._timer.cancel()
-        await self._committer.close()
-        await self._settler.close()
+        self._settler.close()
+        await self._io.close()
         self._delivery_mark.close()  # a clean stop knows exactly
         self.log.close()
         self.cursor.close()
+

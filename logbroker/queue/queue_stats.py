@@ -20,8 +20,10 @@ class AppendWaiters:
 
     def __init__(self) -> None:
         self._grown: asyncio.Event | None = None
+        self.notified = 0  # how many times it grew (the simulation's parked fetches read it)
 
     def notify(self) -> None:
+        self.notified += 1
         if self._grown is not None:
             self._grown.set()
             self._grown = None

@@ -1,50 +1,69 @@
 """`SettleWriter`: a queue's settled ranges to its cursor log, and the segments they free.
 
-Settles are gathered for `SETTLE_GATHER_S` and written as one cursor-log
-append (a consumer acking each message would otherwise cost a write, a
-syscall the event loop waits on, per ack); the cursor is synced on an
-interval, since a lost settle only means a redelivery. The acks themselves
-take effect at once, in the queue core; only their record waits. Once a
-write lands, `on_settled(ack_floor)` tells the queue, and segments that are
-wholly settled and past retention are deleted (DESIGN.md section 3): detached
-under the log's committer, unlinked off the event loop.
+Theory of operation. Settles are gathered for a short window (the `gather`
+port calls `flush` back; `SETTLE_GATHER_S` in the broker) and written as one
+cursor-log append: a consumer acking each message would otherwise cost a
+write per ack. The acks themselves take effect at once, in the queue core;
+only their record waits. The write goes through a `CommitPort` (the asyncio
+`GroupCommitter` on the cursor, synced on an interval since a lost settle
+only means a redelivery; the simulation's committer). Once a write lands,
+`on_settled(ack_floor)` tells the queue, and the segments that are wholly
+settled and past retention (DESIGN.md section 3, `retention.reclaim_floor`)
+go to the `Reclaimer` port, one reclaim at a time.
+
+Synchronous: the broker's asyncio edge (queue_shell.py) waits for the writes
+under way with `when_written`, and the simulation drives the same object
+over its own ports.
+
+Invariants: at most one gathering window is open and at most one reclaim
+runs; nothing is written or reported after `close`; `when_written` callbacks
+run once every write submitted before them has landed, after its
+`on_settled`.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
+from logbroker.queue.commit_port import CommitPort
 from logbroker.queue.fsync_policy import FsyncPolicy
-from logbroker.queue.group_commit import GroupCommitter
 from logbroker.queue.retention import Retention, SegmentSummary, reclaim_floor
 from segments.clock import SYSTEM_CLOCK, Clock
 from segments.cursor_log import CursorLog
-from segments.filesystem import FileSystem
-from segments.log import AppendResult, Log, delete_detached
-from segments.record_batch import Record
+from segments.log import Log
+
+__all__ = ["CURSOR_FSYNC", "SETTLE_GATHER_S", "Ranges", "Reclaimer", "SettleWriter"]
 
 CURSOR_FSYNC = FsyncPolicy.parse("interval:200")
 SETTLE_GATHER_S = 0.005  # well inside the cursor's fsync interval
 
+Ranges = Sequence[tuple[int, int]]
+Landed = Callable[[BaseException | None], None]
+
+
+class Reclaimer(Protocol):
+    def reclaim(self, floor: int, done: Callable[[], None]) -> None:
+        """Delete the log's segments below `floor` (a segment boundary); `done` after."""
+        ...
+
 
 class SettleWriter:
-    def __init__(self, fs: FileSystem, log: Log, cursor: CursorLog,
-                 log_committer: GroupCommitter[Sequence[Record], AppendResult],
-                 retention: Callable[[], Retention],
-                 on_settled: Callable[[int], None], clock: Clock = SYSTEM_CLOCK) -> None:
-        self._fs = fs
-        self._clock = clock  # wall time: retention ages segments by their records' time
+    def __init__(self, log: Log, cursor: CursorLog, committer: CommitPort[Ranges, None],
+                 gather: Callable[[Callable[[], None]], object], reclaimer: Reclaimer,
+                 retention: Callable[[], Retention], on_settled: Callable[[int], None],
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._log = log
         self._cursor = cursor
-        self._log_committer = log_committer
-        self._retention = retention
+        self._committer = committer
+        self._gather = gather
+        self._reclaimer = reclaimer
+        self._retention = retention  # read at each use: a policy change replaces it
         self._on_settled = on_settled
-        self._committer: GroupCommitter[Sequence[tuple[int, int]], None] = (
-            GroupCommitter(cursor, CURSOR_FSYNC))
+        self._clock = clock  # wall time: retention ages segments by their records' time
         self._pending: list[tuple[int, int]] = []  # settled, not yet given to the cursor
-        self._background: set[asyncio.Future[None]] = set()
-        self._last_write: asyncio.Future[None] | None = None
+        self._writing = 0  # writes submitted, not landed yet
+        self._waiters: list[Landed] = []
         self._reclaiming = False
         self.closed = False
 
@@ -52,30 +71,35 @@ class SettleWriter:
         if self.closed:
             return
         if not self._pending:
-            asyncio.get_running_loop().call_later(SETTLE_GATHER_S, self.flush)
+            self._gather(self.flush)
         self._pending.append((lo, hi))
 
     def flush(self) -> None:
         ranges, self._pending = self._pending, []
         if ranges and not self.closed:
-            # One submission per gathering at most, resolved once written (the
-            # cursor syncs on an interval): no limit to wait for, and no task.
-            written = self._committer.submit_nowait(ranges)
-            written.add_done_callback(self._written)
-            self._last_write = written  # writes resolve in submission order
+            self._writing += 1
+            self._committer.append(ranges, True, None, self._written, self._landed)
 
-    def _written(self, task: asyncio.Future[None]) -> None:
-        if task.cancelled() or task.exception() is not None or self.closed:
-            return
-        self._on_settled(self._cursor.ack_floor)
-        self.reclaim()
+    def when_written(self, done: Landed) -> None:
+        """Call `done` once every write submitted so far has landed (with the last
+        failure's error, if the last write failed)."""
+        if self._writing:
+            self._waiters.append(done)
+        else:
+            done(None)
 
-    async def durable(self) -> None:
-        """Every settle so far is synced to disk and reported (`on_settled`)."""
-        self.flush()
-        if self._last_write is not None:
-            await asyncio.shield(self._last_write)  # writes land in submission order
-        await self._committer.sync()
+    def _written(self, _: None) -> None:
+        if not self.closed:
+            self._on_settled(self._cursor.ack_floor)
+            self.reclaim()
+        self._landed(None)
+
+    def _landed(self, error: BaseException | None) -> None:
+        self._writing -= 1
+        if not self._writing:
+            waiters, self._waiters = self._waiters, []
+            for done in waiters:
+                done(error)
 
     def reclaim(self) -> None:
         """Delete the segments that are settled and beyond retention (see `retention`)."""
@@ -86,32 +110,10 @@ class SettleWriter:
                               self._retention())
         if floor > self._log.log_start_offset:
             self._reclaiming = True
-            self._in_background(self._reclaim(floor))
+            self._reclaimer.reclaim(floor, self._reclaimed)
 
-    def _in_background(self, work: Awaitable[None]) -> asyncio.Future[None]:
-        # The event loop only keeps weak references to tasks: hold them until done.
-        task = asyncio.ensure_future(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+    def _reclaimed(self) -> None:
+        self._reclaiming = False
 
-    async def _reclaim(self, floor: int) -> None:
-        try:
-            async with self._log_committer.exclusive():
-                if self.closed:
-                    return
-                detached = self._log.detach_before(floor)
-            # Unlinking 64 MiB files can take tens of milliseconds: not on the loop.
-            await asyncio.to_thread(delete_detached, self._fs, self._log.directory, detached)
-        finally:
-            self._reclaiming = False
-
-    async def drain(self) -> None:
-        """Write what is pending and wait for everything under way (before closing)."""
-        self.flush()
-        last = [self._last_write] if self._last_write is not None else []
-        await asyncio.gather(*list(self._background), *last, return_exceptions=True)
-
-    async def close(self) -> None:
+    def close(self) -> None:
         self.closed = True
-        await self._committer.close()

@@ -19,8 +19,9 @@ seeded `random.Random`:
   disk port), so a crash before it loses the appended batches;
 - `SimFeedQueues`: the node's `LeaderReplica`s as the queues it leads
   (`SimLedQueue`); a parked fetch waits in `SimParking` until the shell's
-  `changes` count moves (what wakes `gate.changes` in the real shell), the
-  shell is replaced, or its deadline passes, checked once per tick;
+  `changes` count moves (how often its gate's `changes` was notified, what
+  wakes a parked fetch in the broker), the shell is replaced, or its
+  deadline passes, checked once per tick;
 - `SimInSyncProposer`: `SetQueueInSync` through the node's Raft proposals.
 """
 

@@ -345,3 +345,20 @@ async def test_a_target_closed_before_its_fsync_fails_the_items_instead_of_hangi
     second = committer.submit_nowait(2)  # the committer itself goes on, failing alike
     with pytest.raises(LogClosedError):
         await asyncio.wait_for(second, 1.0)
+
+
+async def test_the_commit_port_reports_written_then_durable_or_the_failure() -> None:
+    target = CountingTarget()
+    committer: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("always"))
+    seen: list[tuple[str, object]] = []
+    committer.append(1, True, lambda r: seen.append(("written", r)),
+                     lambda r: seen.append(("durable", (r, 1 in target.durable))),
+                     lambda e: seen.append(("failed", e)))
+    await committer.close()
+    assert seen == [("written", 10), ("durable", (10, True))]
+    failing: GroupCommitter[int, int] = GroupCommitter(target, FsyncPolicy.parse("always"))
+    target.fail_next_append = OSError(errno.EIO, "broken")
+    failing.append(2, True, None, lambda r: seen.append(("durable", r)),
+                   lambda e: seen.append(("failed", e)))
+    await failing.close()
+    assert seen[-1][0] == "failed" and isinstance(seen[-1][1], OSError)

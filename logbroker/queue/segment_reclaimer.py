@@ -1,0 +1,51 @@
+"""`SegmentReclaimer`: the settle writer's `Reclaimer` port on asyncio.
+
+Segments are detached under the log's group committer (no write or fsync
+runs meanwhile) and unlinked on a worker thread: unlinking 64 MiB files can
+take tens of milliseconds, too long for the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from logbroker.queue.group_commit import GroupCommitter
+from segments.filesystem import FileSystem
+from segments.log import AppendResult, Log, delete_detached
+from segments.record_batch import Record
+
+__all__ = ["SegmentReclaimer"]
+
+
+class SegmentReclaimer:
+    def __init__(self, fs: FileSystem, log: Log,
+                 log_committer: GroupCommitter[Sequence[Record], AppendResult]) -> None:
+        self._fs = fs
+        self._log = log
+        self._log_committer = log_committer
+        self._background: set[asyncio.Future[None]] = set()
+        self.closed = False
+
+    def reclaim(self, floor: int, done: Callable[[], None]) -> None:
+        # The event loop only keeps weak references to tasks: hold them until done.
+        task = asyncio.ensure_future(self._reclaim(floor, done))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _reclaim(self, floor: int, done: Callable[[], None]) -> None:
+        try:
+            async with self._log_committer.exclusive():
+                if self.closed:
+                    return
+                detached = self._log.detach_before(floor)
+            await asyncio.to_thread(delete_detached, self._fs, self._log.directory, detached)
+        finally:
+            done()
+
+    async def drain(self) -> None:
+        """Wait for the reclaims under way (their failures are their own to report)."""
+        await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    def close(self) -> None:
+        self.closed = True
