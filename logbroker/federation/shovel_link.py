@@ -134,6 +134,9 @@ class ShovelLink:
 
     async def _session(self, src_uri: str, dest_uri: str) -> None:
         self.status.starting(self._clock.wall_ms(), redact(src_uri))
+        if src_uri == LOCAL_URI:
+            raise ValueError("a source on this broker (src-uri amqp://) is not served yet: "
+                             "give this node's address, amqp://user:password@host:port")
         async with contextlib.AsyncExitStack() as stack:
             source = await stack.enter_async_context(_connection(src_uri))
             channel = await source.channel()

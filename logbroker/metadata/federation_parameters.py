@@ -53,19 +53,17 @@ _LINK_KEYS: dict[str, tuple[Check, str]] = {
 }
 
 
-def check_uri(uri: Any) -> None:
+def check_uri(uri: Any, what: str = "federation upstream 'uri'") -> None:
     if not isinstance(uri, str) or not uri:
-        raise precondition_failed("federation upstream 'uri' must be an AMQP URI or a list "
-                                  "of them")
+        raise precondition_failed(f"{what} must be an AMQP URI or a list of them")
     parts = urlsplit(uri)
     if parts.scheme not in URI_SCHEMES or not parts.hostname:
-        raise precondition_failed(f"federation upstream 'uri' {_redacted(uri)!r} is not an "
-                                  f"amqp:// or amqps:// URI with a host")
+        raise precondition_failed(f"{what} {_redacted(uri)!r} is not an amqp:// or amqps:// "
+                                  f"URI with a host")
     try:
         parts.port  # noqa: B018 -- raises for a port that is not a number
     except ValueError:
-        raise precondition_failed(f"federation upstream 'uri' {_redacted(uri)!r} has a bad "
-                                  f"port") from None
+        raise precondition_failed(f"{what} {_redacted(uri)!r} has a bad port") from None
 
 
 def _redacted(uri: str) -> str:

@@ -3,7 +3,8 @@
 A shovel moves messages from a source (`src-uri` + `src-queue`, or `src-exchange`
 with `src-exchange-key`) to a destination (`dest-uri` + `dest-queue`, or
 `dest-exchange` with an optional `dest-exchange-key`). URIs are AMQP URIs (or
-lists, tried in turn); a `dest-uri` of plain `amqp://` means this broker. Optional:
+lists, tried in turn); plain `amqp://` means this broker (RabbitMQ's direct
+connection; as a source it is not served yet: the shovel reports the error). Optional:
 `ack-mode` (`on-confirm`, `on-publish`, `no-ack`), `src-delete-after` (`never`,
 `queue-length`, or a count), `src-prefetch-count` (or `prefetch-count`),
 `reconnect-delay`, `add-forward-headers`, `dest-add-timestamp-header`, and the
@@ -50,7 +51,7 @@ def _uris(value: Any, key: str, local_allowed: bool) -> None:
             continue
         if not isinstance(uri, str):
             raise precondition_failed(f"shovel '{key}' must be an AMQP URI or a list of them")
-        check_uri(uri)
+        check_uri(uri, f"shovel '{key}'")
 
 
 def validate_shovel(name: str, value: Any) -> None:
@@ -59,7 +60,7 @@ def validate_shovel(name: str, value: Any) -> None:
     for key in ("src-uri", "dest-uri"):
         if key not in value:
             raise precondition_failed(f"shovel '{name}' needs '{key}'")
-    _uris(value["src-uri"], "src-uri", local_allowed=False)
+    _uris(value["src-uri"], "src-uri", local_allowed=True)
     _uris(value["dest-uri"], "dest-uri", local_allowed=True)
     if ("src-queue" in value) == ("src-exchange" in value):
         raise precondition_failed("a shovel takes from 'src-queue' or from 'src-exchange', "

@@ -98,8 +98,8 @@ def test_a_shovel_moves_everything_through_a_kill_and_deletes_itself(
 def test_bad_shovel_definitions_are_refused(pair: dict[str, BrokerProcess]) -> None:
     with httpx.Client(base_url=pair["dest"].url, auth=GUEST, timeout=10) as http:
         for value, named in (({"src-uri": "amqp://h", "dest-uri": "amqp://"}, "src-queue"),
-                             ({"src-uri": "amqp://", "src-queue": "q", "dest-uri": "amqp://"},
-                              "with a host"),
+                             ({"src-uri": "http://h", "src-queue": "q", "dest-uri": "amqp://"},
+                              "amqp://"),
                              ({"src-uri": "amqp://h", "src-queue": "q", "dest-uri": "amqp://",
                                "src-delete-after": "soon"}, "src-delete-after")):
             reply = http.put("/api/parameters/shovel/%2F/bad", json={"value": value})
