@@ -53,6 +53,7 @@ from logbroker.cluster.isolation import Isolation
 from logbroker.cluster.metadata_proposals import MetadataProposals
 from logbroker.cluster.proposal_driver import ProposalDriver
 from logbroker.cluster.read_index import RaftPosition, ReadIndex
+from logbroker.cluster.read_index_driver import ReadIndexDriver, ReadIndexPorts
 from logbroker.metadata import (
     Command,
     MetadataError,
@@ -179,7 +180,7 @@ class QueueNode:
         self.applied_index = 0  # the Raft driver's (its Applier's)
         self.applying_index = 0  # ReplicatedMetadata's: the entry being applied
         self.roles = self._roles()
-        self.read_index = ReadIndex()
+        self.read_index = self._read_index_driver()
         self._next_beat = 0
         self.isolation = Isolation(config.session_timeout, 0)
 
@@ -258,7 +259,7 @@ class QueueNode:
         self.state = MetadataState()  # rebuilt from the log (no compaction here)
         self.applied_index = self.applying_index = 0
         self.roles = self._roles()
-        self.read_index = ReadIndex()
+        self.read_index = self._read_index_driver()
         self.started_at = self.now
         self.controller = self._controller()
         self._next_beat = self.now + self.world.rng.randint(0, self.config.heartbeat_every)
@@ -293,7 +294,6 @@ class QueueNode:
         if ready.soft_state is not None:
             self.isolation.heard(self.now)  # a new term: count the silence from now
             self.read_index.leader_changed()  # ask the new leader, at once
-            self._ask_read_index()
             if ready.soft_state.role is Role.LEADER:
                 self.log(f"{self.id} leads Raft term {raft.term}")
                 connected = self.world.connected(self.id)
@@ -347,8 +347,7 @@ class QueueNode:
 
     def metadata_current(self) -> bool:
         """ClusterNode._metadata_current: the shipped `ReadIndex` decides."""
-        position = self._raft_position()
-        return position is not None and self.read_index.current(position)
+        return self.read_index.current()
 
     def _raft_position(self) -> RaftPosition | None:
         raft = self.raft
@@ -357,24 +356,30 @@ class QueueNode:
         return RaftPosition(raft.leader_id, raft.role is Role.LEADER, raft.committed_own_term,
                             raft.commit_index, max(self.applied_index, self.applying_index))
 
-    def _ask_read_index(self) -> None:
-        """ClusterNode._ask_read_index: `metadata.read_index` to the leader; a question
-        the network lost counts as unanswered after `READ_INDEX_TIMEOUT`."""
-        position = self._raft_position()
-        question = self.read_index.want(position) if position is not None else None
-        if question is None:
-            return
-        self.world.send(ReadIndexRequest(self.id, question.leader, question.request))
-        read_index = self.read_index
+    def _read_index_driver(self) -> ReadIndexDriver:
+        """The shipped `ReadIndexDriver` and `ReadIndex` core, over the simulated network."""
+        self._read_index_waiting: dict[int, Callable[[int | None], None]] = {}
+        return ReadIndexDriver(ReadIndex(), ReadIndexPorts(
+            self._raft_position, self._ask_read_index, lambda: self.roles.catch_up()))
+
+    def _ask_read_index(self, leader: str, answer: Callable[[int | None], None]) -> None:
+        """The driver's port: `metadata.read_index` to the leader; a question the network
+        lost counts as unanswered after `READ_INDEX_TIMEOUT` (answered once either way)."""
+        request = self.request_id()
+        self._read_index_waiting[request] = answer
+        self.world.send(ReadIndexRequest(self.id, leader, request))
+        waiting = self._read_index_waiting
 
         def unanswered() -> None:
-            read_index.answered(question.request, None, None)
+            late = waiting.pop(request, None)
+            if late is not None:
+                late(None)
         self.world.later(READ_INDEX_TIMEOUT, unanswered)
 
     def _read_index_answered(self, answer: ReadIndexAnswer) -> None:
-        assert self.raft is not None
-        if self.read_index.answered(answer.request, self.raft.leader_id, answer.commit):
-            self.roles.catch_up()
+        waiting = self._read_index_waiting.pop(answer.request, None)
+        if waiting is not None:
+            waiting(answer.commit)
 
     def _read_index(self, request: ReadIndexRequest) -> None:
         """ClusterNode._read_index: only a leader whose term is committed answers."""
@@ -515,7 +520,7 @@ class QueueNode:
         if self.now >= self._next_beat:
             self._next_beat = self.now + self.config.heartbeat_every
             self._check_isolation()
-            self._ask_read_index()
+            self.read_index.ask()
             self.roles.catch_up()
             self.controller.beat(address_of(self.id))
         self.timers.run_due(self.now)
