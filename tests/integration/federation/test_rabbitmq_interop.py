@@ -20,6 +20,7 @@ import pytest
 
 from bench.amqp_bench import RABBITMQ_SERVER, RABBITMQCTL, _rabbitmq_env, _served
 from bench.free_ports import free_port
+from bench.rabbitmq_cluster import _kill_epmd
 from tests.integration.conftest import BrokerProcess, start_broker, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
@@ -43,16 +44,23 @@ class Rabbit:
 
 @contextmanager
 def rabbitmq_with_federation() -> Iterator[Rabbit]:
+    """A private node with its own epmd on a free port (a shared epmd would be killed
+    with whichever node started it), stopped with its epmd at the end."""
     port, node = free_port(), f"interop-{os.getpid()}-{free_port()}@localhost"
+    epmd_port = free_port()
     env: dict[str, str] = {}
 
     def command(workdir: str) -> tuple[list[str], dict[str, str]]:
-        env.update(_rabbitmq_env(workdir, port, node))
+        env.update(_rabbitmq_env(workdir, port, node), ERL_EPMD_PORT=str(epmd_port),
+                   ERL_EPMD_ADDRESS="127.0.0.1")
         Path(workdir, "enabled_plugins").write_text("[rabbitmq_federation].\n")
         return [RABBITMQ_SERVER], env
 
-    with _served("rabbitmq", port, command, [RABBITMQCTL, "-n", node, "stop"]) as url:
-        yield Rabbit(url, node, env)
+    try:
+        with _served("rabbitmq", port, command, [RABBITMQCTL, "-n", node, "stop"]) as url:
+            yield Rabbit(url, node, env)
+    finally:
+        _kill_epmd(epmd_port)
 
 
 def connection(port: int) -> pika.BlockingConnection:
