@@ -26,26 +26,22 @@ client: its properties are pamqp's, the same codec the broker stores.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 import aiormq
 from aiormq.abc import DeliveredMessage
 
 from logbroker.federation.link_plan import LinkKey, Upstream
 from logbroker.federation.link_status import LinkStatus
+from logbroker.federation.link_task import LinkTask, amqp_connection, reconnect_forever, redact
 from logbroker.message import Message
 from logbroker.metadata.records import ExchangeRecord
 from segments.clock import Clock
 
 __all__ = ["ExchangeLink", "LocalExchange"]
 
-logger = logging.getLogger(__name__)
-CONNECT_TIMEOUT_S = 10.0
 RECEIVED_FROM = "x-received-from"
 
 
@@ -75,11 +71,6 @@ class _Hop:
     cluster_name: str
 
 
-def redact(uri: str) -> str:
-    parts = urlsplit(uri)
-    return uri if parts.password is None else uri.replace(f":{parts.password}@", ":***@", 1)
-
-
 class ExchangeLink:
     def __init__(self, key: LinkKey, upstream: Upstream, local: LocalExchange,
                  clock: Clock) -> None:
@@ -89,7 +80,7 @@ class ExchangeLink:
         self._clock = clock
         self.status = LinkStatus(key, upstream.name, upstream.exchange or key.exchange,
                                  clock.wall_ms())
-        self._task: asyncio.Task[None] | None = None
+        self._task = LinkTask()
         self._resync = asyncio.Event()
         self._bound: set[tuple[str, tuple[Any, ...]]] = set()
 
@@ -104,35 +95,20 @@ class ExchangeLink:
         return self.upstream.exchange or self.key.exchange
 
     def start(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
+        self._task.start(reconnect_forever(
+            self.upstream.uris, self._session, self.status, self._clock,
+            self.upstream.reconnect_delay_s,
+            f"federation link {self.key.vhost}/{self.key.exchange} <- {self.upstream.name}"))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._task.stop()
 
     def bindings_changed(self) -> None:
         self._resync.set()
 
-    async def _run(self) -> None:
-        while True:
-            for uri in self.upstream.uris:
-                try:
-                    await self._session(uri)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as error:  # any failure: status, then reconnect
-                    self.status.failed(self._clock.wall_ms(), redact(uri), describe(error))
-                    logger.warning("federation link %s/%s <- %s: %s", self.key.vhost,
-                                   self.key.exchange, self.upstream.name, describe(error))
-                await asyncio.sleep(self.upstream.reconnect_delay_s)
-
     async def _session(self, uri: str) -> None:
         self.status.starting(self._clock.wall_ms(), redact(uri))
-        async with asyncio.timeout(CONNECT_TIMEOUT_S):
-            connection = await aiormq.connect(uri)
-        try:
+        async with amqp_connection(uri) as connection:
             channel = await connection.channel()
             await self._declare(channel)
             await self._sync_bindings(channel)
@@ -145,9 +121,6 @@ class ExchangeLink:
                                         no_ack=no_ack)
             self.status.running(self._clock.wall_ms())
             await self._follow_bindings(connection, channel)
-        finally:
-            with contextlib.suppress(Exception):
-                await connection.close()
 
     async def _declare(self, channel: aiormq.abc.AbstractChannel) -> None:
         local = self._local.exchange(self.key.vhost, self.key.exchange)
@@ -231,8 +204,3 @@ class ExchangeLink:
             await channel.basic_ack(tag)
         else:  # a queue here refused it: the upstream keeps it and offers it again
             await channel.basic_nack(tag, requeue=True)
-
-
-def describe(error: BaseException) -> str:
-    text = str(error) or type(error).__name__
-    return f"{type(error).__name__}: {text}" if text != type(error).__name__ else text

@@ -18,23 +18,20 @@ and the link reconnects after `reconnect-delay`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 from collections.abc import Awaitable
 from typing import Protocol
 
 import aiormq
 from pamqp.commands import Basic
 
-from logbroker.federation.exchange_link import CONNECT_TIMEOUT_S, describe, redact
 from logbroker.federation.link_plan import LinkKey, Upstream
 from logbroker.federation.link_status import LinkStatus
+from logbroker.federation.link_task import LinkTask, amqp_connection, reconnect_forever, redact
 from logbroker.message import Message
 from segments.clock import Clock
 
 __all__ = ["LocalQueueSide", "QueueLink"]
 
-logger = logging.getLogger(__name__)
 POLL_S = 0.05
 
 
@@ -55,42 +52,27 @@ class QueueLink:
         self._local = local
         self._clock = clock
         self.status = LinkStatus(key, upstream.name, self.upstream_queue, clock.wall_ms())
-        self._task: asyncio.Task[None] | None = None
+        self._task = LinkTask()
 
     @property
     def upstream_queue(self) -> str:
         return self.upstream.queue or self.key.exchange
 
     def start(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
+        self._task.start(reconnect_forever(
+            self.upstream.uris, self._session, self.status, self._clock,
+            self.upstream.reconnect_delay_s,
+            f"federated queue {self.key.vhost}/{self.key.exchange} <- {self.upstream.name}"))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._task.stop()
 
     def bindings_changed(self) -> None:
         """A queue link has no bindings to follow."""
 
-    async def _run(self) -> None:
-        while True:
-            for uri in self.upstream.uris:
-                try:
-                    await self._session(uri)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as error:  # any failure: status, then reconnect
-                    self.status.failed(self._clock.wall_ms(), redact(uri), describe(error))
-                    logger.warning("federated queue %s/%s <- %s: %s", self.key.vhost,
-                                   self.key.exchange, self.upstream.name, describe(error))
-                await asyncio.sleep(self.upstream.reconnect_delay_s)
-
     async def _session(self, uri: str) -> None:
         self.status.starting(self._clock.wall_ms(), redact(uri))
-        async with asyncio.timeout(CONNECT_TIMEOUT_S):
-            connection = await aiormq.connect(uri)
-        try:
+        async with amqp_connection(uri) as connection:
             channel = await connection.channel()
             await channel.queue_declare(self.upstream_queue, durable=True)
             self.status.running(self._clock.wall_ms())
@@ -102,9 +84,6 @@ class QueueLink:
                     if connection.is_closed:
                         raise ConnectionError("the upstream closed the connection")
                     await asyncio.sleep(POLL_S)
-        finally:
-            with contextlib.suppress(Exception):
-                await connection.close()
 
     async def _fetch(self, channel: aiormq.abc.AbstractChannel, demand: int) -> int:
         """Move up to `demand` messages; how many moved (0: the upstream queue is empty)."""

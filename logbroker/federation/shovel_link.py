@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -29,15 +28,14 @@ import aiormq
 from aiormq.abc import DeliveredMessage
 from pamqp.commands import Basic
 
-from logbroker.federation.exchange_link import CONNECT_TIMEOUT_S, describe, redact
 from logbroker.federation.link_status import LinkStatus
+from logbroker.federation.link_task import LinkTask, amqp_connection, record_failure, redact
 from logbroker.message import Message
 from logbroker.metadata.shovel_parameters import LOCAL_URI
 from segments.clock import Clock
 
 __all__ = ["LocalShovelSide", "ShovelLink", "ShovelSpec"]
 
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -99,19 +97,16 @@ class ShovelLink:
         self._local = local
         self._clock = clock
         self.status = LinkStatus(None, spec.name, spec.dest_exchange or "", clock.wall_ms())
-        self._task: asyncio.Task[None] | None = None
+        self._task = LinkTask()
         self._left: int | None = spec.delete_after if isinstance(spec.delete_after, int) \
             else None  # messages still to move; None: no end (or not counted yet)
         self._finished = asyncio.Event()
 
     def start(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
+        self._task.start(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._task.stop()
 
     async def _run(self) -> None:
         attempt = 0
@@ -124,9 +119,8 @@ class ShovelLink:
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # any failure: status, then reconnect
-                self.status.failed(self._clock.wall_ms(), redact(src), describe(error))
-                logger.warning("shovel %s/%s: %s", self.spec.vhost, self.spec.name,
-                               describe(error))
+                record_failure(self.status, self._clock, src, error,
+                               f"shovel {self.spec.vhost}/{self.spec.name}")
             if not self._finished.is_set():
                 await asyncio.sleep(self.spec.reconnect_delay_s)
         self.status.terminated(self._clock.wall_ms())
@@ -138,7 +132,7 @@ class ShovelLink:
             raise ValueError("a source on this broker (src-uri amqp://) is not served yet: "
                              "give this node's address, amqp://user:password@host:port")
         async with contextlib.AsyncExitStack() as stack:
-            source = await stack.enter_async_context(_connection(src_uri))
+            source = await stack.enter_async_context(amqp_connection(src_uri))
             channel = await source.channel()
             queue = await self._source_queue(channel)
             publish = await self._destination(stack, dest_uri)
@@ -182,7 +176,7 @@ class ShovelLink:
             async def publish_here(delivered: DeliveredMessage) -> bool:
                 return await self._local.publish(spec.vhost, self._message(delivered, exchange))
             return publish_here
-        destination = await stack.enter_async_context(_connection(dest_uri))
+        destination = await stack.enter_async_context(amqp_connection(dest_uri))
         channel = await destination.channel(publisher_confirms=True)
         if spec.dest_queue is not None:
             await channel.queue_declare(spec.dest_queue, durable=True)
@@ -231,14 +225,3 @@ class ShovelLink:
                     self._finished.set()
 
         return on_message
-
-
-@contextlib.asynccontextmanager
-async def _connection(uri: str) -> Any:
-    async with asyncio.timeout(CONNECT_TIMEOUT_S):
-        connection = await aiormq.connect(uri)
-    try:
-        yield connection
-    finally:
-        with contextlib.suppress(Exception):
-            await connection.close()
