@@ -1,0 +1,68 @@
+// An exchange's page: its properties, the bindings it is the source of (out) and the
+// destination of (in), publishing to it, and deleting it.
+
+import {h, fill, facts, section, confirmButton} from '../dom.js';
+import {apiPath} from '../api.js';
+import {plainTable} from '../table.js';
+import {link} from '../router.js';
+import * as fmt from '../format.js';
+import {perform} from './actions.js';
+import {publishForm} from './message_forms.js';
+
+const DEFAULT = 'amq.default';
+
+function endLink(vhost, kind, name) {
+  if (kind === 'queue') return h('a', {href: link('queues', vhost, name)}, name);
+  return h('a', {href: link('exchanges', vhost, name || DEFAULT)}, name || '(AMQP default)');
+}
+
+const OUT = [
+  {key: 'destination', label: 'To', value: (b) => b.destination,
+    render: (b) => endLink(b.vhost, b.destination_type, b.destination)},
+  {key: 'type', label: 'Kind', value: (b) => b.destination_type},
+  {key: 'routing_key', label: 'Routing key', value: (b) => b.routing_key},
+  {key: 'arguments', label: 'Arguments', value: (b) => fmt.json(b.arguments)},
+];
+const IN = [
+  {key: 'source', label: 'From', value: (b) => b.source,
+    render: (b) => endLink(b.vhost, 'exchange', b.source)},
+  {key: 'routing_key', label: 'Routing key', value: (b) => b.routing_key},
+  {key: 'arguments', label: 'Arguments', value: (b) => fmt.json(b.arguments)},
+];
+
+export function create({api, session}, {vhost, name}) {
+  const exchangeName = name === DEFAULT ? '' : name;
+  const factsBox = h('div');
+  const outBox = h('div');
+  const inBox = h('div');
+  const note = h('p', {class: 'note'});
+  const writable = !session.readOnly;
+  const element = h('div', {class: 'page', 'data-page': 'exchange'},
+    h('h1', {}, `Exchange ${exchangeName || '(AMQP default)'}`,
+      h('span', {class: 'muted'}, ` in vhost ${vhost}`)),
+    section('Details', factsBox), section('Bindings from this exchange', outBox),
+    section('Bindings to this exchange', inBox),
+    writable && section('Publish a message', publishForm(api, vhost, exchangeName, '')),
+    writable && exchangeName && !exchangeName.startsWith('amq.') && section('Delete',
+      confirmButton('Delete', async () => {
+        const done = await perform(note, () => api.del(apiPath('exchanges', vhost, name)),
+          'Exchange deleted.');
+        if (done !== undefined) location.hash = link('exchanges');
+      }, {'data-action': 'delete'}), note));
+
+  async function refresh() {
+    const [exchange, bindings] = await Promise.all([
+      api.get(apiPath('exchanges', vhost, name)), api.get(apiPath('bindings', vhost))]);
+    fill(factsBox, facts([['Type', exchange.type], ['Durable', exchange.durable ? 'yes' : 'no'],
+      ['Auto-delete', exchange.auto_delete ? 'yes' : 'no'],
+      ['Internal', exchange.internal ? 'yes' : 'no'],
+      ['Arguments', h('code', {}, fmt.json(exchange.arguments))],
+      ['Policy', exchange.policy ?? '']]));
+    const key = (b) => `${b.source}/${b.destination_type}/${b.destination}/${b.properties_key}`;
+    fill(outBox, plainTable(OUT, bindings.filter((b) => b.source === exchangeName), key, 'out'));
+    fill(inBox, plainTable(IN, bindings.filter((b) => b.destination_type === 'exchange'
+      && b.destination === exchangeName), key, 'in'));
+  }
+
+  return {element, refresh};
+}
