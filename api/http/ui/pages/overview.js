@@ -20,6 +20,9 @@ function since(node, nowMs) {
   return at ? `${fmt.time(at)} (${fmt.duration(nowMs - at)} ago)` : '';
 }
 
+// Another node's alarms are not in the cluster's status: its own UI shows them.
+const UNKNOWN = () => h('span', {class: 'muted', title: 'shown by that node itself'}, '–');
+
 function yesNo(flag, yes = 'yes') {
   return flag ? h('span', {class: 'badge bad'}, yes) : 'no';
 }
@@ -37,9 +40,10 @@ function nodeColumns(nowMs) {
     {key: 'queue_leaders', label: 'Queue leaders', numeric: true,
       value: (n) => n.queue_leaders},
     {key: 'mem_alarm', label: 'Memory alarm', value: (n) => n.mem_alarm,
-      render: (n) => (n.mem_alarm === undefined ? '?' : yesNo(n.mem_alarm, 'ALARM'))},
+      render: (n) => (n.mem_alarm === undefined ? UNKNOWN() : yesNo(n.mem_alarm, 'ALARM'))},
     {key: 'disk_free_alarm', label: 'Disk alarm', value: (n) => n.disk_free_alarm,
-      render: (n) => (n.disk_free_alarm === undefined ? '?' : yesNo(n.disk_free_alarm, 'ALARM'))},
+      render: (n) => (n.disk_free_alarm === undefined ? UNKNOWN()
+        : yesNo(n.disk_free_alarm, 'ALARM'))},
     {key: 'uptime', label: 'Uptime', value: (n) => fmt.duration(n.uptime)},
   ];
 }
@@ -50,6 +54,14 @@ const LISTENERS = [
   {key: 'ip', label: 'Address', value: (l) => l.ip_address},
   {key: 'port', label: 'Port', numeric: true, value: (l) => l.port},
 ];
+
+/** The answering node's listeners, and the other nodes' as the cluster advertises them. */
+function listeners(overview, nodes) {
+  const others = nodes.filter((n) => n.name !== overview.node && n.host).flatMap((n) => [
+    ['amqp', n.amqp_port], ['http', n.http_port]].filter(([, port]) => port)
+    .map(([protocol, port]) => ({node: n.name, protocol, ip_address: n.host, port})));
+  return [...(overview.listeners ?? []), ...others];
+}
 
 function totals(overview) {
   const q = overview.queue_totals ?? {};
@@ -94,7 +106,7 @@ export function create({api, session, history}) {
     fill(nodesBox, nodes === null
       ? h('p', {class: 'muted'}, 'The nodes are shown to users tagged monitoring or administrator.')
       : plainTable(nodeColumns(nowMs), nodes, (n) => n.name, 'nodes'));
-    fill(listenersBox, plainTable(LISTENERS, overview.listeners ?? [],
+    fill(listenersBox, plainTable(LISTENERS, listeners(overview, nodes ?? []),
       (l) => `${l.node}:${l.protocol}`, 'listeners'));
   }
 
