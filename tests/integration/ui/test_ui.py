@@ -81,6 +81,11 @@ def test_a_monitoring_user_cannot_delete_a_queue(broker: BrokerProcess, page: Pa
     assert status == 403
     with api(broker) as client:
         assert client.get("/api/queues/%2F/ui-kept").status_code == 200
+    for route, page_name in (("#/queues", "queues"), ("#/exchanges", "exchanges"),
+                             ("#/connections", "connections"), ("#/admin", "admin")):
+        page.evaluate(f"location.hash = {route!r}")
+        expect(page.locator(f"[data-page={page_name}] table").first).to_be_visible()
+        expect(page.locator("main form")).to_have_count(0)  # nothing to add, change or close
 
 
 def test_declare_publish_and_get_a_message_through_the_forms(

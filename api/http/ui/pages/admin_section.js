@@ -27,8 +27,14 @@ export function listSection(api, spec) {
   const element = h('section', {class: 'panel', 'data-section': spec.name},
     h('h2', {}, spec.title), box, form, note);
 
+  let shown = null;
+
   async function refresh() {
-    fill(box, plainTable(columns, await api.get(spec.path), spec.rowKey, spec.name));
+    const rows = await api.get(spec.path);
+    const text = JSON.stringify(rows);
+    if (text === shown) return;  // unchanged: keep the rows, and a Delete armed in them
+    shown = text;
+    fill(box, plainTable(columns, rows, spec.rowKey, spec.name));
   }
 
   return {element, refresh};
