@@ -13,8 +13,10 @@ export function listSection(api, spec) {
   const box = h('div');
   const note = h('p', {class: 'note'});
   const columns = spec.remove ? [...spec.columns, {key: 'delete', label: '', value: () => '',
-    render: (row) => confirmButton('Delete', () => perform(note, () => spec.remove(api, row),
-      'Deleted.'), {'data-action': 'delete'})}] : spec.columns;
+    render: (row) => confirmButton('Delete', async () => {
+      await perform(note, () => spec.remove(api, row), 'Deleted.');
+      await refresh().catch(() => {});  // the next periodic refresh reports failures
+    }, {'data-action': 'delete'})}] : spec.columns;
   let form = null;
   if (spec.submit) {
     form = h('form', {class: 'inline-form', 'data-form': spec.name}, spec.fields,
@@ -22,6 +24,7 @@ export function listSection(api, spec) {
     form.addEventListener('submit', async (event) => {
       event.preventDefault();
       await perform(note, () => spec.submit(api, formValues(form)), spec.done ?? 'Saved.');
+      await refresh().catch(() => {});
     });
   }
   const element = h('section', {class: 'panel', 'data-section': spec.name},
