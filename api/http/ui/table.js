@@ -20,7 +20,11 @@ export class DataTable {
     this.emptyText = empty;
     this.rows = [];
     this.filterInput = h('input', {type: 'search', placeholder: 'Filter', class: 'filter',
-      'aria-label': 'Filter', oninput: () => { this.filter = this.filterInput.value; this.page = 0; this.render(); }});
+      'aria-label': 'Filter', oninput: () => {
+        this.filter = this.filterInput.value;
+        this.page = 0;
+        this.render();
+      }});
     this.pager = h('span', {class: 'pager'});
     this.table = h('table', {class: 'data', 'data-table': name});
     this.element = h('div', {class: 'table-wrap'},
@@ -73,7 +77,8 @@ export class DataTable {
   renderPager(total, first, count, pages) {
     const sizes = h('select', {'aria-label': 'Rows per page', onchange: (event) => {
       this.pageSize = Number(event.target.value); this.page = 0; this.render();
-    }}, PAGE_SIZES.map((n) => h('option', {value: n, selected: n === this.pageSize}, `${n} / page`)));
+    }}, PAGE_SIZES.map((n) => h('option', {value: n, selected: n === this.pageSize},
+      `${n} / page`)));
     fill(this.pager,
       total ? `${first + 1}–${first + count} of ${total}` : '0 of 0', ' ',
       h('button', {type: 'button', disabled: this.page === 0,

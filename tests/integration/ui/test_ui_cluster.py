@@ -59,7 +59,9 @@ def test_the_overview_shows_a_killed_node_down_and_its_queue_a_new_leader(
     killed_at = time.monotonic()
     victim_status = page.locator(f'[data-table=nodes] tr[data-key="{victim.name}"] [data-status]')
     expect(victim_status).to_have_text("down", timeout=SHOWN_DOWN_WITHIN_S * 1000)
-    assert time.monotonic() - killed_at <= SHOWN_DOWN_WITHIN_S
+    shown_after_s = time.monotonic() - killed_at
+    print(f"shown down {shown_after_s:.1f} s after the kill")
+    assert shown_after_s <= SHOWN_DOWN_WITHIN_S
     screenshot(page, "cluster-one-down")
 
     page.click("#nav a[data-page=queues]")

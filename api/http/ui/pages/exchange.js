@@ -8,6 +8,7 @@ import {link} from '../router.js';
 import * as fmt from '../format.js';
 import {perform} from './actions.js';
 import {publishForm} from './message_forms.js';
+import {bindingForm, unbindButton} from './bindings.js';
 
 const DEFAULT = 'amq.default';
 
@@ -37,10 +38,17 @@ export function create({api, session}, {vhost, name}) {
   const inBox = h('div');
   const note = h('p', {class: 'note'});
   const writable = !session.readOnly;
+  const bindNote = h('p', {class: 'note'});
+  const again = () => refresh().catch(() => {});
+  const unbind = writable ? [{key: 'unbind', label: '', value: () => '',
+    render: (b) => unbindButton(api, b, bindNote, again)}] : [];
+  let shownBindings = null;
   const element = h('div', {class: 'page', 'data-page': 'exchange'},
     h('h1', {}, `Exchange ${exchangeName || '(AMQP default)'}`,
       h('span', {class: 'muted'}, ` in vhost ${vhost}`)),
-    section('Details', factsBox), section('Bindings from this exchange', outBox),
+    section('Details', factsBox), section('Bindings from this exchange', outBox,
+      writable && exchangeName && bindingForm(api, vhost, {source: exchangeName}, bindNote, again),
+      bindNote),
     section('Bindings to this exchange', inBox),
     writable && section('Publish a message', publishForm(api, vhost, exchangeName, '')),
     writable && exchangeName && !exchangeName.startsWith('amq.') && section('Delete',
@@ -59,9 +67,14 @@ export function create({api, session}, {vhost, name}) {
       ['Arguments', h('code', {}, fmt.json(exchange.arguments))],
       ['Policy', exchange.policy ?? '']]));
     const key = (b) => `${b.source}/${b.destination_type}/${b.destination}/${b.properties_key}`;
-    fill(outBox, plainTable(OUT, bindings.filter((b) => b.source === exchangeName), key, 'out'));
-    fill(inBox, plainTable(IN, bindings.filter((b) => b.destination_type === 'exchange'
-      && b.destination === exchangeName), key, 'in'));
+    const out = bindings.filter((b) => b.source === exchangeName);
+    const into = bindings.filter((b) => b.destination_type === 'exchange'
+      && b.destination === exchangeName);
+    const text = JSON.stringify([out, into]);
+    if (text === shownBindings) return;  // redrawn on change only: an armed Unbind stays
+    shownBindings = text;
+    fill(outBox, plainTable([...OUT, ...unbind], out, key, 'out'));
+    fill(inBox, plainTable([...IN, ...unbind], into, key, 'in'));
   }
 
   return {element, refresh};

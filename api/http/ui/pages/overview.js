@@ -5,7 +5,9 @@ import {h, fill, section} from '../dom.js';
 import * as fmt from '../format.js';
 import {plainTable} from '../table.js';
 import {LineChart} from '../chart.js';
-import {MESSAGE_RATES, chartSeries, getSampled, lengthSpecs, present, rateSpecs} from '../samples.js';
+import {
+  MESSAGE_RATES, chartSeries, getSampled, lengthSpecs, present, rateSpecs,
+} from '../samples.js';
 
 const RATES = rateSpecs(MESSAGE_RATES);
 const LENGTHS = lengthSpecs((answer) => answer?.queue_totals);

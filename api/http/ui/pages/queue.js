@@ -8,10 +8,13 @@ import {apiPath} from '../api.js';
 import {plainTable} from '../table.js';
 import {LineChart} from '../chart.js';
 import {link} from '../router.js';
-import {MESSAGE_RATES, chartSeries, getSampled, lengthSpecs, present, rateSpecs} from '../samples.js';
+import {
+  MESSAGE_RATES, chartSeries, getSampled, lengthSpecs, present, rateSpecs,
+} from '../samples.js';
 import {perform} from './actions.js';
 import {messagesTable, publishForm} from './message_forms.js';
 import {replayView} from './replay.js';
+import {bindingForm, unbindButton} from './bindings.js';
 
 const RATES = rateSpecs(MESSAGE_RATES);
 const LENGTHS = lengthSpecs((answer) => answer);
@@ -111,13 +114,19 @@ export function create({api, session, history}, {vhost, name}) {
   const factsBox = h('div');
   const consumersBox = h('div');
   const bindingsBox = h('div');
+  const bindNote = h('p', {class: 'note'});
+  const again = () => refresh().catch(() => {});  // the periodic refresh reports failures
+  const bindingColumns = session.readOnly ? BINDINGS : [...BINDINGS, {key: 'unbind', label: '',
+    value: () => '', render: (b) => unbindButton(api, b, bindNote, again)}];
   const replicaBox = h('div');
   const writable = !session.readOnly;
   const element = h('div', {class: 'page', 'data-page': 'queue'},
     h('h1', {}, `Queue ${name}`, h('span', {class: 'muted'}, ` in vhost ${vhost}`)),
     section('Details', factsBox),
     section('Charts', h('div', {class: 'charts'}, rates.element, lengths.element)),
-    section('Consumers', consumersBox), section('Bindings', bindingsBox),
+    section('Consumers', consumersBox),
+    section('Bindings', bindingsBox, writable && bindingForm(api, vhost,
+      {destination: name, kind: 'queue'}, bindNote, again), bindNote),
     writable && h('div', {class: 'columns'},
       section('Publish a message', publishForm(api, vhost, '', name)),
       section('Get messages', getForm(api, vhost, name))),
@@ -125,6 +134,7 @@ export function create({api, session, history}, {vhost, name}) {
     session.isAdmin && section('Replicas', replicaBox),
     writable && section('Purge or delete', dangerZone(api, vhost, name)));
   let replicaKey = null;
+  let shownBindings = null;
 
   async function refresh() {
     const nowMs = Date.now();
@@ -136,8 +146,12 @@ export function create({api, session, history}, {vhost, name}) {
     lengths.draw(chartSeries(queue, LENGTHS, history, `queue ${vhost} ${name}`, nowMs));
     fill(consumersBox, plainTable(CONSUMERS, consumers.filter((c) => c.queue?.name === name
       && c.queue?.vhost === vhost), (c) => c.consumer_tag, 'consumers'));
-    fill(bindingsBox, plainTable(BINDINGS, bindings, (b) => `${b.source}/${b.routing_key}`,
-      'bindings'));
+    const bindingsText = JSON.stringify(bindings);
+    if (bindingsText !== shownBindings) {  // redrawn on change only: an armed Unbind stays
+      shownBindings = bindingsText;
+      fill(bindingsBox, plainTable(bindingColumns, bindings,
+        (b) => `${b.source}/${b.properties_key}`, 'bindings'));
+    }
     const key = `${queue.node}|${fmt.names(queue.members)}`;
     if (session.isAdmin && key !== replicaKey) {  // rebuilt only when the replicas change
       replicaKey = key;

@@ -16,7 +16,8 @@ export function replayView(api, vhost, queue) {
   let current = null;
   let next = null;
   const prev = h('button', {type: 'button', disabled: true, 'data-replay': 'previous',
-    onclick: () => { if (back.length) read({from_offset: back.pop()}, false); }}, '‹ Previous page');
+    onclick: () => { if (back.length) read({from_offset: back.pop()}, false); }},
+  '‹ Previous page');
   const more = h('button', {type: 'button', disabled: true, 'data-replay': 'next',
     onclick: () => { if (next !== null) read({from_offset: next}, true); }}, 'Next page ›');
   const form = h('form', {class: 'inline-form', 'data-form': 'replay'},
