@@ -50,6 +50,13 @@ export function json(value) {
   return typeof value === 'string' ? value : JSON.stringify(value);
 }
 
+/** Each follower's lag: `replica_lag` (asked of the leader) or `followers` (any node). */
+export function followerLag(queue) {
+  const lags = queue.replica_lag
+    ?? Object.fromEntries((queue.followers ?? []).map((f) => [f.node, f.lag]));
+  return Object.entries(lags).map(([node, lag]) => `${node}: ${lag ?? '?'}`).join(', ');
+}
+
 /** The rate of a `*_details` field of message_stats. */
 export function statRate(stats, name) {
   return stats?.[`${name}_details`]?.rate;

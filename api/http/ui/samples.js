@@ -104,19 +104,21 @@ export function present(specs, answer) {
     || brokerPoints(spec.details(answer)) !== null);
 }
 
-let brokerKeepsSamples = true;
+// The kinds of path (overview, queues, exchanges) whose answers refused the parameters.
+const refusingSamples = new Set();
 
 /**
- * GET `path` asking for the broker's samples; a broker that refuses the sample
- * parameters (400 naming one) is asked without them from then on.
+ * GET `path` asking for the broker's samples; where a broker refuses the sample
+ * parameters (400 naming one), that kind of path is asked without them from then on.
  */
 export async function getSampled(api, path) {
-  if (brokerKeepsSamples) {
+  const kind = path.split('/')[2];
+  if (!refusingSamples.has(kind)) {
     try {
       return await api.get(`${path}?${SAMPLES_QUERY}`);
     } catch (error) {
       if (error.status !== 400 || !/_(age|incr)$/.test(error.field ?? '')) throw error;
-      brokerKeepsSamples = false;
+      refusingSamples.add(kind);
     }
   }
   return api.get(path);

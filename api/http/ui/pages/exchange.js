@@ -9,8 +9,11 @@ import * as fmt from '../format.js';
 import {perform} from './actions.js';
 import {publishForm} from './message_forms.js';
 import {bindingForm, unbindButton} from './bindings.js';
+import {LineChart} from '../chart.js';
+import {chartSeries, getSampled, rateSpecs} from '../samples.js';
 
 const DEFAULT = 'amq.default';
+const RATES = rateSpecs([['in', 'publish_in'], ['out', 'publish_out']]);
 
 function endLink(vhost, kind, name) {
   if (kind === 'queue') return h('a', {href: link('queues', vhost, name)}, name);
@@ -31,7 +34,8 @@ const IN = [
   {key: 'arguments', label: 'Arguments', value: (b) => fmt.json(b.arguments)},
 ];
 
-export function create({api, session}, {vhost, name}) {
+export function create({api, session, history}, {vhost, name}) {
+  const rates = new LineChart('Message rates', fmt.rate);
   const exchangeName = name === DEFAULT ? '' : name;
   const factsBox = h('div');
   const outBox = h('div');
@@ -46,7 +50,9 @@ export function create({api, session}, {vhost, name}) {
   const element = h('div', {class: 'page', 'data-page': 'exchange'},
     h('h1', {}, `Exchange ${exchangeName || '(AMQP default)'}`,
       h('span', {class: 'muted'}, ` in vhost ${vhost}`)),
-    section('Details', factsBox), section('Bindings from this exchange', outBox,
+    section('Details', factsBox),
+    section('Charts', h('div', {class: 'charts'}, rates.element)),
+    section('Bindings from this exchange', outBox,
       writable && exchangeName && bindingForm(api, vhost, {source: exchangeName}, bindNote, again),
       bindNote),
     section('Bindings to this exchange', inBox),
@@ -59,8 +65,10 @@ export function create({api, session}, {vhost, name}) {
       }, {'data-action': 'delete'}), note));
 
   async function refresh() {
+    const nowMs = Date.now();
     const [exchange, bindings] = await Promise.all([
-      api.get(apiPath('exchanges', vhost, name)), api.get(apiPath('bindings', vhost))]);
+      getSampled(api, apiPath('exchanges', vhost, name)), api.get(apiPath('bindings', vhost))]);
+    rates.draw(chartSeries(exchange, RATES, history, `exchange ${vhost} ${name}`, nowMs));
     fill(factsBox, facts([['Type', exchange.type], ['Durable', exchange.durable ? 'yes' : 'no'],
       ['Auto-delete', exchange.auto_delete ? 'yes' : 'no'],
       ['Internal', exchange.internal ? 'yes' : 'no'],

@@ -21,6 +21,12 @@ const COLUMNS = [
   {key: 'internal', label: 'Internal', value: (x) => (x.internal ? 'yes' : 'no')},
   {key: 'arguments', label: 'Arguments', value: (x) => fmt.json(x.arguments)},
   {key: 'policy', label: 'Policy', value: (x) => x.policy ?? ''},
+  {key: 'in', label: 'Publish in', numeric: true,
+    value: (x) => fmt.statRate(x.message_stats, 'publish_in'),
+    render: (x) => fmt.rate(fmt.statRate(x.message_stats, 'publish_in'))},
+  {key: 'out', label: 'Publish out', numeric: true,
+    value: (x) => fmt.statRate(x.message_stats, 'publish_out'),
+    render: (x) => fmt.rate(fmt.statRate(x.message_stats, 'publish_out'))},
 ];
 
 const TYPES = ['direct', 'fanout', 'topic', 'headers', 'x-consistent-hash'];

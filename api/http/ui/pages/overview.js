@@ -22,7 +22,7 @@ function since(node, nowMs) {
   return at ? `${fmt.time(at)} (${fmt.duration(nowMs - at)} ago)` : '';
 }
 
-// Another node's alarms are not in the cluster's status: its own UI shows them.
+// Another node's alarms, when it did not answer (or the broker does not ask): unknown.
 const UNKNOWN = () => h('span', {class: 'muted', title: 'shown by that node itself'}, '–');
 
 function yesNo(flag, yes = 'yes') {
@@ -42,9 +42,9 @@ function nodeColumns(nowMs) {
     {key: 'queue_leaders', label: 'Queue leaders', numeric: true,
       value: (n) => n.queue_leaders},
     {key: 'mem_alarm', label: 'Memory alarm', value: (n) => n.mem_alarm,
-      render: (n) => (n.mem_alarm === undefined ? UNKNOWN() : yesNo(n.mem_alarm, 'ALARM'))},
+      render: (n) => (n.mem_alarm == null ? UNKNOWN() : yesNo(n.mem_alarm, 'ALARM'))},
     {key: 'disk_free_alarm', label: 'Disk alarm', value: (n) => n.disk_free_alarm,
-      render: (n) => (n.disk_free_alarm === undefined ? UNKNOWN()
+      render: (n) => (n.disk_free_alarm == null ? UNKNOWN()
         : yesNo(n.disk_free_alarm, 'ALARM'))},
     {key: 'uptime', label: 'Uptime', value: (n) => fmt.duration(n.uptime)},
   ];
@@ -97,8 +97,10 @@ export function create({api, session, history}) {
       getSampled(api, '/api/overview'),
       session.seesNodes ? api.get('/api/nodes') : Promise.resolve(null),
     ]);
+    const unknown = overview.queues_unknown ? ` The leaders of ${overview.queues_unknown} `
+      + 'queue(s) did not answer: their messages are not in the totals.' : '';
     fill(heading, `Cluster ${overview.cluster_name}, answered by node ${overview.node} `
-      + `(${overview.product_name} ${overview.product_version})`);
+      + `(${overview.product_name} ${overview.product_version}).${unknown}`);
     fill(totalsBox, totals(overview));
     rates.draw(chartSeries(overview, present(RATES, overview), history, 'overview', nowMs));
     lengths.draw(chartSeries(overview, LENGTHS, history, 'overview', nowMs));

@@ -37,11 +37,10 @@ const BINDINGS = [
 ];
 
 function details(q) {
-  const lag = Object.entries(q.replica_lag ?? {}).map(([n, v]) => `${n}: ${v}`).join(', ');
   return facts([
     ['Leader', h('span', {'data-fact': 'leader'}, q.node)], ['Members', fmt.names(q.members)],
     ['Online', fmt.names(q.online)], ['In sync', fmt.names(q.in_sync)],
-    ['Follower lag', lag], ['Epoch', q.epoch], ['State', q.state],
+    ['Follower lag', fmt.followerLag(q)], ['Epoch', q.epoch], ['State', q.state],
     ['Ready', fmt.count(q.messages_ready)], ['Unacked', fmt.count(q.messages_unacknowledged)],
     ['Total', fmt.count(q.messages)], ['Consumers', fmt.count(q.consumers)],
     ['Offsets', q.first_offset === undefined ? '' : `${q.first_offset} to ${q.next_offset}`],

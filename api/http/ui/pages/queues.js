@@ -10,11 +10,6 @@ import {link} from '../router.js';
 import {perform, parseJsonObject} from './actions.js';
 import {vhostSelect} from './vhosts.js';
 
-function lag(queue) {
-  const entries = Object.entries(queue.replica_lag ?? {});
-  return entries.map(([node, n]) => `${node}: ${n}`).join(', ');
-}
-
 const COLUMNS = [
   {key: 'vhost', label: 'Vhost', value: (q) => q.vhost},
   {key: 'name', label: 'Name', value: (q) => q.name,
@@ -23,7 +18,7 @@ const COLUMNS = [
   {key: 'node', label: 'Leader', value: (q) => q.node},
   {key: 'members', label: 'Members', value: (q) => fmt.names(q.members)},
   {key: 'in_sync', label: 'In sync', value: (q) => fmt.names(q.in_sync)},
-  {key: 'lag', label: 'Follower lag', value: lag},
+  {key: 'lag', label: 'Follower lag', value: fmt.followerLag},
   {key: 'state', label: 'State', value: (q) => q.state},
   {key: 'ready', label: 'Ready', numeric: true, value: (q) => q.messages_ready,
     render: (q) => fmt.count(q.messages_ready)},
