@@ -23,8 +23,9 @@ export function apiPath(...parts) {
 
 export class Api {
   constructor(credentials) {
-    this.authorization = `Basic ${btoa(unescape(encodeURIComponent(
-      `${credentials.user}:${credentials.password}`)))}`;
+    // Basic credentials are UTF-8 bytes in base64 (btoa takes one character per byte).
+    const bytes = new TextEncoder().encode(`${credentials.user}:${credentials.password}`);
+    this.authorization = `Basic ${btoa(String.fromCharCode(...bytes))}`;
   }
 
   get(path) { return this.request('GET', path); }

@@ -182,3 +182,35 @@ def test_charts_plot_the_brokers_samples_when_the_answer_has_them(
     assert ready["points"] == [[10000, 3], [20000, 7]]
     # no samples for unacked: the page's own, bounded to the last 3
     assert unacked["points"] == [[4000, 4], [5000, 5], [6000, 5]]
+
+
+def test_the_queue_table_renders_one_page_of_thousands(broker: BrokerProcess,
+                                                       page: Page) -> None:
+    """Sorting, filtering and paging happen in the page, which draws only the page shown."""
+    page.goto(broker.url)
+    shown = page.evaluate("""async () => {
+        const {DataTable} = await import('/ui/table.js');
+        const rows = Array.from({length: 5000}, (_, i) => ({name: `q-${i}`, ready: i % 97}));
+        const table = new DataTable({columns: [
+            {key: 'name', label: 'Name', value: (r) => r.name},
+            {key: 'ready', label: 'Ready', numeric: true, value: (r) => r.ready}],
+            rowKey: (r) => r.name, name: 't'});
+        document.body.append(table.element);
+        table.setRows(rows);
+        const keys = () => [...table.table.querySelectorAll('tbody tr')].map((r) => r.dataset.key);
+        const first = keys();
+        table.table.querySelectorAll('th')[1].click();  // Ready, ascending
+        table.table.querySelectorAll('th')[1].click();  // Ready, descending
+        const byReady = keys();
+        table.filterInput.value = 'q-49';
+        table.filterInput.dispatchEvent(new Event('input'));
+        const filtered = keys();
+        const pager = table.pager.textContent;
+        return {first, byReady, filtered, pager};
+    }""")
+    assert len(shown["first"]) == 20
+    assert shown["first"][:3] == ["q-0", "q-1", "q-2"]  # numeric-aware name order
+    assert len(shown["byReady"]) == 20
+    assert all(int(key.split("-")[1]) % 97 == 96 for key in shown["byReady"])
+    assert len(shown["filtered"]) == 20 and all("q-49" in key for key in shown["filtered"])
+    assert " of 111 " in shown["pager"]  # q-49, q-490..499, q-4900..4999
