@@ -44,8 +44,10 @@ def chromium() -> Path:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium: Path) -> Iterator[Browser]:
+    # Per module, not per session: while Playwright's sync API is open, the thread has a
+    # running event loop, and pytest-asyncio cannot run the async tests that follow.
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(chromium))
         try:
