@@ -182,7 +182,7 @@ def ws_base_url(url: str) -> str:
     scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
     if scheme not in ("http", "https"):
         raise UsageError(f"--ws: {url!r} is not an http://, https://, ws:// or wss:// URL")
-    path = parts.path.removesuffix("/ws").rstrip("/")
+    path = parts.path.rstrip("/").removesuffix("/ws")
     return urlunsplit((scheme, parts.netloc, path, "", ""))
 
 
