@@ -106,9 +106,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"run time (default: {DEFAULT_TIME_S:g} s when no message limit is given)")
     add("--pmessages", "-C", type=_positive, metavar="N", help="messages per producer")
     add("--cmessages", "-D", type=_positive, metavar="N", help="messages per consumer")
-    add("--output", "-o", metavar="FILE", help="write the per-second samples: .json or .csv")
-    add("--plot", metavar="FILE", help="draw rate and latency over time: .html (plotly) or "
-        ".png (matplotlib), from the optional extra 'perf'")
+    add("--output", "-o", metavar="FILE", action="append", default=[],
+        help="write the per-second samples: .json or .csv (repeatable)")
+    add("--plot", metavar="FILE", action="append", default=[],
+        help="draw rate and latency over time: .html (plotly) or .png (matplotlib), from "
+             "the optional extra 'perf' (repeatable)")
 
 
 def settings_from(args: argparse.Namespace) -> PerfSettings:
@@ -131,10 +133,10 @@ def settings_from(args: argparse.Namespace) -> PerfSettings:
             pmessages=args.pmessages, cmessages=args.cmessages, auto_delete=args.auto_delete,
             predeclared=args.predeclared)
         settings.check()
-        if args.output:
-            sample_files.check_output_path(args.output)
-        if args.plot:
-            plot_writer.check_plot_path(args.plot)
+        for path in args.output:
+            sample_files.check_output_path(path)
+        for path in args.plot:
+            plot_writer.check_plot_path(path)
     except ValueError as error:
         raise UsageError(str(error)) from None
     return settings
@@ -221,8 +223,8 @@ def perf(_client: Client, args: argparse.Namespace) -> int:
     for line in summary_lines(summary):
         print(line, flush=True)
     samples = list(run.sampler.samples) if run.sampler is not None else []
-    if args.output:
-        sample_files.write_samples(args.output, samples, summary)
-    if args.plot:
-        plot_writer.write_plot(args.plot, samples)
+    for path in args.output:
+        sample_files.write_samples(path, samples, summary)
+    for path in args.plot:
+        plot_writer.write_plot(path, samples)
     return OK if run.failure is None else FAILED
