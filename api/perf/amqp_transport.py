@@ -28,13 +28,15 @@ PERSISTENT, TRANSIENT = 2, 1
 class AmqpPublisher:
     def __init__(self, channel: AbstractChannel, exchange: str, settings: PerfSettings) -> None:
         self._channel, self._exchange, self._mandatory = channel, exchange, settings.mandatory
-        self._properties = spec.Basic.Properties(
-            delivery_mode=PERSISTENT if settings.persistent else TRANSIENT)
+        self._delivery_mode = PERSISTENT if settings.persistent else TRANSIENT
 
     async def publish(self, routing_key: str, body: bytes) -> Outcome:
+        # New properties each time: aiormq writes a message_id into them, by which it
+        # matches a basic.return to its publish (a shared object would share one id).
+        properties = spec.Basic.Properties(delivery_mode=self._delivery_mode)
         answer = await self._channel.basic_publish(
             body, exchange=self._exchange, routing_key=routing_key,
-            properties=self._properties, mandatory=self._mandatory)
+            properties=properties, mandatory=self._mandatory)
         if answer is None:
             return Outcome.SENT
         if isinstance(answer, spec.Basic.Ack):

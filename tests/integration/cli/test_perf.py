@@ -105,3 +105,10 @@ def test_a_short_run_against_rabbitmq() -> None:
     assert totals["sent"] > 0
     assert totals["sent"] == totals["confirmed"] == totals["received"], out
     assert totals["returned"] == 0
+
+
+def test_unroutable_mandatory_messages_count_as_returned(broker: BrokerProcess) -> None:
+    totals, _ = perf("-h", f"amqp://guest:guest@127.0.0.1:{broker.amqp_port}/", "-y", "0",
+                     "-e", "", "-k", "perf.no-such-queue", "-f", "mandatory", "-c", "10",
+                     "-C", "50")
+    assert (totals["sent"], totals["returned"], totals["confirmed"]) == (50, 50, 0)
