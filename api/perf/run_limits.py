@@ -54,7 +54,7 @@ class RunLimits:
 
     def _stop_reason(self, progress: Progress) -> str | None:
         if progress.interrupts:
-            return "interrupted"
+            return "interrupt"
         if progress.now_ms >= self.deadline_ms:
             return "time limit"
         if self._has_producers and progress.producers_done:

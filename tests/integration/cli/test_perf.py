@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,24 @@ def test_unroutable_mandatory_messages_count_as_returned(broker: BrokerProcess) 
                      "-e", "", "-k", "perf.no-such-queue", "-f", "mandatory", "-c", "10",
                      "-C", "50")
     assert (totals["sent"], totals["returned"], totals["confirmed"]) == (50, 50, 0)
+
+
+def test_ctrl_c_stops_the_run_and_prints_the_summary(broker: BrokerProcess) -> None:
+    process = subprocess.Popen(
+        [*LOGBROKER, "perf", "-h", f"amqp://guest:guest@127.0.0.1:{broker.amqp_port}/",
+         "-r", "200", "-z", "60", "-u", "perf.interrupted", "-ad", "false"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()  # the first live line: the run is going
+        assert first.startswith("time"), first + process.stderr.read()
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err
+    assert "stopped by interrupt" in out
+    totals = TOTALS.search(out)
+    assert totals is not None and int(totals.group(1)) == int(totals.group(5)) > 0

@@ -140,7 +140,7 @@ async def test_consumer_limit_ends_a_run_without_producers() -> None:
 async def test_an_interrupt_ends_the_run_with_a_summary() -> None:
     broker = MemoryBroker()
     perf, _ = await run(broker, settings(time_s=60.0), interrupt_after_s=0.2)
-    assert perf.summary is not None and perf.summary.stopped_by == "interrupted"
+    assert perf.summary is not None and perf.summary.stopped_by == "interrupt"
     assert perf.summary.sent == perf.summary.received
 
 

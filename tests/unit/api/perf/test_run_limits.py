@@ -23,7 +23,7 @@ def test_producers_at_their_limit_or_an_interrupt_end_producing() -> None:
     assert limits.stopped_by == "producer message limit"
     interrupted = RunLimits(0, 10_000, has_producers=True)
     assert interrupted.producing_over(replace(BUSY, interrupts=1))
-    assert interrupted.stopped_by == "interrupted"
+    assert interrupted.stopped_by == "interrupt"
 
 
 def test_without_producers_the_consumers_limit_ends_the_run() -> None:
