@@ -73,8 +73,10 @@ class Consumer:
             return
         self._unacked, self._last_tag = self._unacked + 1, tag
         if self._unacked >= self._ack_every:
-            await self._port.ack(tag, multiple=self._ack_every > 1)
+            # Counted as acked before the await: cancelled there, `finish` must not ack the
+            # tag again (a broker closes the channel on an unknown tag).
             self._unacked = 0
+            await self._port.ack(tag, multiple=self._ack_every > 1)
 
     async def finish(self) -> None:
         """Ack what is left of a multiple ack (the loop is stopped first)."""

@@ -146,7 +146,10 @@ class PerfRun:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await client.task
             if client.consumer is not None and self.failure is None:
-                await client.consumer.finish()
+                try:
+                    await client.consumer.finish()
+                except Exception as error:  # the summary says the run failed
+                    self.failure = error
 
     async def _close(self) -> None:
         self._stop.set()
