@@ -113,6 +113,9 @@ def test_unroutable_mandatory_messages_count_as_returned(broker: BrokerProcess) 
                      "-e", "", "-k", "perf.no-such-queue", "-f", "mandatory", "-c", "10",
                      "-C", "50")
     assert (totals["sent"], totals["returned"], totals["confirmed"]) == (50, 50, 0)
+    totals, _ = perf("--ws", f"http://guest:guest@127.0.0.1:{broker.http_port}", "-y", "0",
+                     "-e", "", "-k", "perf.no-such-queue", "-f", "mandatory", "-C", "50")
+    assert (totals["sent"], totals["returned"], totals["confirmed"]) == (50, 50, 0)
 
 
 def test_ctrl_c_stops_the_run_and_prints_the_summary(broker: BrokerProcess) -> None:
