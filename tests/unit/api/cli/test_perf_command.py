@@ -164,3 +164,8 @@ def test_the_png_plot_is_a_png(tmp_path: Path) -> None:
     path = tmp_path / "run.png"
     plot_writer.write_plot(str(path), SAMPLES)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_autoack_and_auto_delete_short_flags_do_not_collide() -> None:
+    args = parse("-a", "-ad", "false")
+    assert (args.autoack, args.auto_delete) == (True, False)  # type: ignore[attr-defined]
