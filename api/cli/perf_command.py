@@ -227,4 +227,6 @@ def perf(_client: Client, args: argparse.Namespace) -> int:
         sample_files.write_samples(path, samples, summary)
     for path in args.plot:
         plot_writer.write_plot(path, samples)
-    return OK if run.failure is None else FAILED
+    if run.failure is not None:
+        return fail(f"the run failed: {run.failure!r}", FAILED)
+    return OK
