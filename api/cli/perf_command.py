@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import secrets
 import signal
 import sys
@@ -213,6 +214,8 @@ def perf(_client: Client, args: argparse.Namespace) -> int:
     def show(sample: Sample) -> None:
         print(sample_line(sample), flush=True)
 
+    # aiormq logs each lost connection with a traceback; the run reports its failure once.
+    logging.getLogger("aiormq").setLevel(logging.CRITICAL)
     run = PerfRun(settings, _transport(args), show)
     try:
         asyncio.run(_run(run))
