@@ -64,6 +64,7 @@ from api.amqp.direct_reply import PSEUDO_QUEUE, ReplyEndpoint
 from api.amqp.events import Acks, ChannelMethod, Publish
 from api.amqp.frame_encoding import build_method
 from api.amqp.publish_pipeline import PublishPipeline
+from logbroker.connections import ChannelInfo
 from logbroker.consumer_resubscription import ConsumeRequest, ConsumerMoves, SinkConsumer
 from logbroker.definitions import server_generated_name
 from logbroker.errors import NOT_IMPLEMENTED, PRECONDITION_FAILED, BrokerError
@@ -128,6 +129,12 @@ class ChannelSession:
             commands.Tx.Rollback: self._tx.rollback,
             commands.Confirm.Select: self._confirm_select,
         }
+
+    def info(self) -> ChannelInfo:
+        """This channel as the management API lists it."""
+        return ChannelInfo(self.number, self._prefetch_count, self._global_prefetch,
+                           len(self._tags), len(self._consumers), self._pipeline.confirming,
+                           self._tx.open)
 
     # -- DeliverySink ---------------------------------------------------------------
 

@@ -200,6 +200,7 @@ class PublishPipeline:
                               exchange=message.exchange, routing_key=message.routing_key)
         self._ctx.machine.send_content(self._channel, method, message.encoded_properties(),
                                        message.body)
+        self._ctx.broker.publisher.stats.return_unroutable += 1
 
     def _send_confirms(self) -> None:
         """The gathered confirms, one frame per run of acks (or nacks): every earlier
@@ -218,5 +219,7 @@ class PublishPipeline:
                 else commands.Basic.Nack(tag, multiple, requeue=False)
             )
             self._ctx.machine.send_method(self._channel, method)
+            if ack:
+                self._ctx.broker.publisher.stats.confirm += end - start + 1
             start = end + 1
 

@@ -1,4 +1,4 @@
-from api.http.rates import RateSampler
+from logbroker.rate_samples import RateSampler
 
 
 def test_rates_are_growth_over_the_window() -> None:

@@ -1,0 +1,165 @@
+"""Message rates and their history, RabbitMQ style: counters sampled every few seconds.
+
+Theory of operation. A timer calls `RateSampler.sample` every `SAMPLE_INTERVAL_S`
+with the clock and the counters (and lengths) of every object it tracks, each
+under a key (a queue, the node, a connection). Each key keeps a ring of its
+last `keep` samples in flat integer arrays; a key absent from a round is
+forgotten, so an object that vanished costs nothing. `rates` is the growth of
+each counter across the last `window` samples divided by their time span.
+`values_at` answers RabbitMQ's `msg_rates_age` / `msg_rates_incr` questions:
+the value each counter had at each timestamp of a grid, which
+`rate_details` turns into `samples` (newest first), `avg` and `avg_rate`.
+Grids are multiples of the increment, so the series of several objects, or of
+several nodes, add up timestamp by timestamp.
+
+Invariants: a key holds at most `keep` samples of a fixed set of counter
+names (a new set of names starts its history again); timestamps in a ring
+only grow. Pure: time comes in as `now_ms`.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+
+SAMPLE_INTERVAL_S = 5.0
+WINDOW_SAMPLES = 13  # one minute of 5 s samples: the window RabbitMQ's UI shows by default
+KEEP_SAMPLES = 121  # ten minutes of 5 s samples, per object
+MAX_GRID_POINTS = 1000  # timestamps one age/increment question may ask for
+
+Counters = Mapping[str, int]
+Point = tuple[int, dict[str, int]]  # (timestamp ms, counter values at that time)
+
+
+class _Ring:
+    """The last `capacity` samples of one object, in flat arrays (no object per sample)."""
+
+    __slots__ = ("_start", "_times", "_values", "count", "names")
+
+    def __init__(self, names: tuple[str, ...], capacity: int) -> None:
+        self.names = names
+        self._times = array("q", bytes(8 * capacity))
+        self._values = array("q", bytes(8 * capacity * len(names)))
+        self._start = 0
+        self.count = 0
+
+    @property
+    def capacity(self) -> int:
+        return len(self._times)
+
+    def append(self, now_ms: int, values: Counters) -> None:
+        slot = (self._start + self.count) % self.capacity
+        if self.count == self.capacity:
+            self._start = (self._start + 1) % self.capacity
+        else:
+            self.count += 1
+        self._times[slot] = now_ms
+        width = len(self.names)
+        for index, name in enumerate(self.names):
+            self._values[slot * width + index] = values[name]
+
+    def time(self, index: int) -> int:
+        """The timestamp of the `index`th sample, oldest first (-1: the newest)."""
+        return self._times[self._slot(index)]
+
+    def values(self, index: int) -> dict[str, int]:
+        slot, width = self._slot(index), len(self.names)
+        return {name: self._values[slot * width + i] for i, name in enumerate(self.names)}
+
+    def _slot(self, index: int) -> int:
+        return (self._start + index % self.count) % self.capacity
+
+    def latest_at(self, timestamp_ms: int) -> int | None:
+        """Index of the newest sample taken at or before `timestamp_ms` (None: none)."""
+        low, high = 0, self.count
+        while low < high:  # the first sample after timestamp_ms
+            middle = (low + high) // 2
+            if self.time(middle) <= timestamp_ms:
+                low = middle + 1
+            else:
+                high = middle
+        return low - 1 if low else None
+
+
+class RateSampler:
+    def __init__(self, window: int = WINDOW_SAMPLES, keep: int = KEEP_SAMPLES) -> None:
+        self._window = window
+        self._keep = max(keep, window)
+        self._rings: dict[str, _Ring] = {}
+
+    def __len__(self) -> int:
+        return len(self._rings)
+
+    def sample(self, now_ms: int, counters: Iterable[tuple[str, Counters]]) -> None:
+        alive = set()
+        for key, values in counters:
+            alive.add(key)
+            names = tuple(values)
+            ring = self._rings.get(key)
+            if ring is None or ring.names != names:
+                ring = self._rings[key] = _Ring(names, self._keep)
+            elif ring.count and now_ms < ring.time(-1):
+                continue  # the wall clock stepped back: keep the history ordered
+            ring.append(now_ms, values)
+        for gone in set(self._rings) - alive:
+            del self._rings[gone]
+
+    def rates(self, key: str) -> dict[str, float]:
+        """Per-second rate of every counter of `key` over the window (none until two
+        samples exist)."""
+        ring = self._rings.get(key)
+        if ring is None or ring.count < 2:
+            return {}
+        first_index = max(0, ring.count - self._window)
+        first, last = ring.values(first_index), ring.values(ring.count - 1)
+        elapsed_s = max((ring.time(-1) - ring.time(first_index)) / 1000, 1e-3)
+        return {name: round((last[name] - first[name]) / elapsed_s, 2) for name in last}
+
+    def values_at(self, key: str, grid: Sequence[int]) -> list[Point]:
+        """The counters of `key` as they were at each timestamp of `grid` (newest first),
+        leaving out the timestamps before its first sample."""
+        ring = self._rings.get(key)
+        if ring is None or not ring.count:
+            return []
+        points = []
+        for timestamp in grid:
+            index = ring.latest_at(timestamp)
+            if index is not None:
+                points.append((timestamp, ring.values(index)))
+        return points
+
+
+def sample_grid(now_ms: int, age_s: int, incr_s: int) -> list[int]:
+    """RabbitMQ's sample timestamps for `age` and `incr`: multiples of the increment
+    from `now_ms` back `age` seconds, newest first."""
+    incr_ms = incr_s * 1000
+    newest = now_ms - now_ms % incr_ms
+    count = min(age_s // incr_s + 1, MAX_GRID_POINTS)
+    return [newest - i * incr_ms for i in range(count)]
+
+
+def sum_points(series: Iterable[Sequence[Point]]) -> list[Point]:
+    """Several objects' points added timestamp by timestamp (newest first); a timestamp
+    counts only the objects that have a point there."""
+    total: dict[int, dict[str, int]] = {}
+    for points in series:
+        for timestamp, values in points:
+            into = total.setdefault(timestamp, {})
+            for name, value in values.items():
+                into[name] = into.get(name, 0) + value
+    return sorted(total.items(), key=lambda point: -point[0])
+
+
+def rate_details(points: Sequence[Point], name: str) -> dict[str, object]:
+    """RabbitMQ's `samples`, `avg` and `avg_rate` of counter `name` from `points` (newest
+    first): avg is the mean of the samples, avg_rate the growth from the oldest to
+    the newest over their time span."""
+    samples = [{"sample": values.get(name, 0), "timestamp": timestamp}
+               for timestamp, values in points]
+    if not samples:
+        return {"samples": [], "avg": 0.0, "avg_rate": 0.0}
+    newest, oldest = samples[0], samples[-1]
+    span_s = (newest["timestamp"] - oldest["timestamp"]) / 1000
+    avg_rate = (newest["sample"] - oldest["sample"]) / span_s if span_s > 0 else 0.0
+    return {"samples": samples, "avg": round(sum(s["sample"] for s in samples) / len(samples), 2),
+            "avg_rate": round(avg_rate, 2)}

@@ -1,0 +1,38 @@
+"""The timer that samples the broker's objects into its `RateSampler` (rate_samples.py).
+
+Every `SAMPLE_INTERVAL_S`: each queue led here (counters and lengths), the node's
+publisher counts (node_figures.py) and each client connection's bytes in and
+out. One round samples everything, so an object gone since the last round is
+forgotten by the sampler. Started once per node by the composition root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+from logbroker.broker import Broker
+from logbroker.node_figures import NODE_KEY, node_sample
+from logbroker.queue_figures import queue_key, queue_sample
+from logbroker.rate_samples import SAMPLE_INTERVAL_S, Counters
+
+
+def connection_key(connection_id: str) -> str:
+    return f"c\0{connection_id}"
+
+
+def sampled(broker: Broker) -> Iterator[tuple[str, Counters]]:
+    """Every series of one sampling round."""
+    yield NODE_KEY, node_sample(broker)
+    for shell in broker.all_queues():
+        yield queue_key(shell.settings.vhost, shell.name), queue_sample(shell)
+    for info in broker.connections.all():
+        yield connection_key(info.connection_id), {"recv_oct": info.recv_oct,
+                                                   "send_oct": info.send_oct}
+
+
+async def sample_rates(broker: Broker) -> None:
+    """Sample every `SAMPLE_INTERVAL_S` until cancelled."""
+    while True:
+        broker.rates.sample(broker.clock.wall_ms(), sampled(broker))
+        await asyncio.sleep(SAMPLE_INTERVAL_S)
