@@ -8,7 +8,8 @@ increment each, made by the front ends.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -16,3 +17,18 @@ class MessageStats:
     publish: int = 0  # messages received from publishers, any protocol
     confirm: int = 0  # publisher confirms (basic.ack) sent
     return_unroutable: int = 0  # basic.return of unroutable mandatory messages
+    # (vhost, exchange) -> [messages in, messages routed on to a queue]: RabbitMQ's
+    # publish_in / publish_out of the exchanges published to on this node.
+    exchanges: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+
+    def routed(self, vhost: str, exchange: str, to_queues: bool) -> None:
+        counts = self.exchanges.get((vhost, exchange))
+        if counts is None:
+            counts = self.exchanges[(vhost, exchange)] = [0, 0]
+        counts[0] += 1
+        counts[1] += to_queues
+
+    def forget_exchanges(self, exists: Callable[[str, str], bool]) -> None:
+        """Drop the counts of deleted exchanges (the dict stays as big as the topology)."""
+        for key in [key for key in self.exchanges if not exists(*key)]:
+            del self.exchanges[key]

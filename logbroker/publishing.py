@@ -120,6 +120,7 @@ class Publisher:
                 else:
                     shells, remote = route
                 routed.append((message, shells))
+                self.stats.routed(vhost, message.exchange, bool(shells or remote))
                 if remote:
                     forwarded.append((index, message, remote))
             if not forwarded:

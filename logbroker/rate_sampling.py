@@ -1,9 +1,10 @@
 """The timer that samples the broker's objects into its `RateSampler` (rate_samples.py).
 
 Every `SAMPLE_INTERVAL_S`: each queue led here (counters and lengths), the node's
-publisher counts (node_figures.py) and each client connection's bytes in and
-out. One round samples everything, so an object gone since the last round is
-forgotten by the sampler. Started once per node by the composition root.
+publisher counts (node_figures.py), each exchange published to here (messages
+in and routed out) and each client connection's bytes in and out. One round
+samples everything, so an object gone since the last round is forgotten by the
+sampler. Started once per node by the composition root.
 """
 
 from __future__ import annotations
@@ -21,9 +22,18 @@ def connection_key(connection_id: str) -> str:
     return f"c\0{connection_id}"
 
 
+def exchange_key(vhost: str, name: str) -> str:
+    return f"x\0{vhost}\0{name}"
+
+
 def sampled(broker: Broker) -> Iterator[tuple[str, Counters]]:
     """Every series of one sampling round."""
     yield NODE_KEY, node_sample(broker)
+    stats = broker.publisher.stats
+    stats.forget_exchanges(lambda vhost, name: broker.state.vhost(vhost) is not None and (
+        not name or broker.state.exchange(vhost, name) is not None))
+    for (vhost, name), (into, out) in list(stats.exchanges.items()):
+        yield exchange_key(vhost, name), {"publish_in": into, "publish_out": out}
     for shell in broker.all_queues():
         yield queue_key(shell.settings.vhost, shell.name), queue_sample(shell)
     for info in broker.connections.all():

@@ -16,7 +16,7 @@ from logbroker.connections import ChannelInfo, ConnectionInfo
 from logbroker.metadata import ExchangeRecord, Policy, QueueRecord
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.queue_figures import QueueFigures
-from logbroker.rate_sampling import connection_key
+from logbroker.rate_sampling import connection_key, exchange_key
 from logbroker.routing.types import Binding
 
 DEFAULT_EXCHANGE_PATH_NAME = "amq.default"  # how RabbitMQ's HTTP API names "" in a path
@@ -44,6 +44,20 @@ def exchange_view(record: ExchangeRecord, policy: Policy | None) -> dict[str, An
         "internal": record.internal, "arguments": jsonable(record.arguments),
         "policy": policy.name if policy else None, "user_who_performed_action": "",
     }
+
+
+def exchange_stats(ctx: ApiContext, record: ExchangeRecord, query: RateQuery, now_ms: int
+                   ) -> dict[str, Any]:
+    """`message_stats` of an exchange: what was published to it on this node."""
+    counts = ctx.broker.publisher.stats.exchanges.get((record.vhost, record.name), [0, 0])
+    key = exchange_key(record.vhost, record.name)
+    rates = ctx.broker.rates
+    points = rates.values_at(key, query.msg_rates.grid(now_ms)) if query.msg_rates else []
+    stats: dict[str, Any] = {}
+    counted(stats, ("publish_in", "publish_out"),
+            {"publish_in": counts[0], "publish_out": counts[1]}, rates.rates(key), points,
+            query.msg_rates, now_ms)
+    return stats
 
 
 MESSAGE_COUNTERS = ("publish", "deliver_get", "deliver", "get", "redeliver", "ack")

@@ -145,3 +145,19 @@ async def test_a_deleted_queue_is_forgotten_by_the_sampler(api: Api) -> None:
     api.clock.advance(5000)
     api.sample()
     assert len(api.broker.rates) == before - 1
+
+
+async def test_exchanges_count_messages_in_and_routed_out(api: Api) -> None:
+    await three_rounds(api)
+    answer = await api.http.post("/api/exchanges/%2F/amq.default/publish", json={
+        "routing_key": "nowhere", "payload": "x", "payload_encoding": "string",
+        "properties": {}})
+    assert answer.json()["routed"] is False
+    view = await api.json("/api/exchanges/%2F/amq.default?msg_rates_age=10&msg_rates_incr=5")
+    stats = view["message_stats"]
+    assert (stats["publish_in"], stats["publish_out"]) == (11, 10)
+    assert samples(stats["publish_in_details"]) == [(10, 10_000), (10, 5000)]
+    listed = {x["name"]: x for x in await api.json("/api/exchanges")}
+    # first sampled at T0+5 s with its 10: no growth since
+    assert listed[""]["message_stats"]["publish_in_details"] == {"rate": 0.0}
+    assert listed["amq.topic"]["message_stats"]["publish_in"] == 0
