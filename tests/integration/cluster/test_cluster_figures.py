@@ -1,7 +1,7 @@
 """Cluster-wide figures on every node of a real 3-node cluster: each node's
 /api/queues, /api/queues/{vhost}/{name}, /api/overview and /api/nodes show the
 leader's real counts (unacked too), members, the in-sync set and each follower's
-lag; the queues of a node killed with SIGKILL are shown unknown at once.
+lag; queue actions work through any node; the queues of a node paused or killed with SIGKILL are shown unknown at once.
 """
 
 from __future__ import annotations
@@ -74,6 +74,23 @@ def test_every_node_shows_the_leaders_ready_and_unacked_counts(cluster: list[Nod
             assert totals["messages_unacknowledged"] >= 3 and totals["messages_ready"] >= 7
     finally:
         holder.close()
+
+
+def test_queue_actions_work_through_a_node_that_does_not_lead_the_queue(
+        cluster: list[Node]) -> None:
+    for via, target in ((cluster[2], "n2"), (cluster[1], "n1")):
+        answer = httpx.post(f"{via.url}/api/queues/%2F/fig-q/actions", auth=AUTH, timeout=30.0,
+                            json={"action": "transfer_leader", "node": target})
+        assert answer.status_code == 200 and answer.json() == {"leader": target}, answer.text
+        for node in cluster:
+            view = wait_for(lambda node=node: (v := get(node, "/api/queues/%2F/fig-q"))[
+                "leader"] == target and v["messages_ready"] == 10 and v,
+                f"{node.name} to show {target} leading fig-q with its 10 messages", 15.0)
+            assert view["messages_unacknowledged"] == 0
+    for action in ("sync", "cancel_sync"):
+        answer = httpx.post(f"{cluster[2].url}/api/queues/%2F/fig-q/actions", auth=AUTH,
+                            timeout=30.0, json={"action": action})
+        assert answer.status_code == 204, answer.text
 
 
 def test_every_node_lists_every_nodes_role_controller_and_alarms(cluster: list[Node]) -> None:
