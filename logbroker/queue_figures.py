@@ -5,7 +5,7 @@ unacked messages, consumers, the retained range, its counters and their rates
 and history (sampled there, rate_samples.py), and each follower's lag as the
 leader's replication feed knows it. A node asked about queues it does not lead
 asks their leaders over the cluster link, batched: one `q.figures` request per
-node, whatever the number of queues, answered with the figures of each (and
+node (per few thousand queues), answered with the figures of each (and
 that node's own figures, node_figures.py), within `FIGURES_TIMEOUT_S`, so a
 dead or paused node never hangs a page. When a leader is down, unreachable or
 slow, this node's in-sync copy still gives the retained range (its end is the
@@ -38,7 +38,10 @@ from logbroker.queue.queue_shell import QueueShell
 from logbroker.rate_samples import Point
 
 FIGURES_TIMEOUT_S = 2.0  # a node that answers later is shown unknown
-MAX_ASKED = 100_000  # queues one request may name
+# Queues one request names, so that an answer stays far below the link's frame limit
+# (64 MiB): about 400 bytes a queue, or up to ~25 KiB with ten minutes of samples.
+MAX_ASKED = 5000
+MAX_ASKED_WITH_SAMPLES = 200
 
 
 def queue_key(vhost: str, name: str) -> str:
@@ -164,10 +167,14 @@ async def cluster_figures(broker: Broker, queues: Iterable[tuple[str, str]],
             if member.name != here and member.up:
                 asked.setdefault(member.name, [])
     nodes: dict[str, NodeFigures | None] = {here: local_node_figures(broker, grid)}
+    size = MAX_ASKED_WITH_SAMPLES if grid else MAX_ASKED
+    requests = [(node, keys[start:start + size])
+                for node, keys in asked.items() for start in range(0, max(len(keys), 1), size)]
     answers = await asyncio.gather(*(_ask(broker, node, keys, grid)
-                                     for node, keys in asked.items()))
-    for (node, keys), answer in zip(asked.items(), answers, strict=True):
-        nodes[node] = None if answer is None else answer[1]
+                                     for node, keys in requests))
+    for (node, keys), answer in zip(requests, answers, strict=True):
+        if node not in nodes or answer is None:
+            nodes[node] = None if answer is None else answer[1]
         for index, key in enumerate(keys):
             figures = None if answer is None else answer[0][index]
             found[key] = figures if figures is not None else _unknown(broker, *key)
