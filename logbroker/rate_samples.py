@@ -3,9 +3,12 @@
 Theory of operation. A timer calls `RateSampler.sample` every `SAMPLE_INTERVAL_S`
 with the clock and the counters (and lengths) of every object it tracks, each
 under a key (a queue, the node, a connection). Each key keeps a ring of its
-last `keep` samples in flat integer arrays; a key absent from a round is
-forgotten, so an object that vanished costs nothing. `rates` is the growth of
-each counter across the last `window` samples divided by their time span.
+last `keep` samples in flat integer arrays, grown as needed; a round whose
+values equal the last sample stores nothing (the last sample stands until the
+values change), so an idle object costs one sample; a key absent from a round
+is forgotten, so an object that vanished costs nothing. `rates` is the growth
+of each counter over the last `window` sampling intervals (from the value then
+to the value at the object's last round) divided by that time.
 `values_at` answers RabbitMQ's `msg_rates_age` / `msg_rates_incr` questions:
 the value each counter had at each timestamp of a grid, which
 `rate_details` turns into `samples` (newest first), `avg` and `avg_rate`.
@@ -14,7 +17,8 @@ several nodes, add up timestamp by timestamp.
 
 Invariants: a key holds at most `keep` samples of a fixed set of counter
 names (a new set of names starts its history again); timestamps in a ring
-only grow. Pure: time comes in as `now_ms`.
+only grow, and no two consecutive samples are equal. Pure: time comes in as
+`now_ms`.
 """
 
 from __future__ import annotations
@@ -32,31 +36,36 @@ Point = tuple[int, dict[str, int]]  # (timestamp ms, counter values at that time
 
 
 class _Ring:
-    """The last `capacity` samples of one object, in flat arrays (no object per sample)."""
+    """The last `capacity` samples of one object, in flat arrays (no object per sample),
+    grown as samples come: an object that never changes holds one."""
 
-    __slots__ = ("_start", "_times", "_values", "count", "names")
+    __slots__ = ("_start", "_times", "_values", "capacity", "count", "names", "seen_ms")
 
     def __init__(self, names: tuple[str, ...], capacity: int) -> None:
         self.names = names
-        self._times = array("q", bytes(8 * capacity))
-        self._values = array("q", bytes(8 * capacity * len(names)))
+        self.capacity = capacity
+        self._times = array("q")
+        self._values = array("q")
         self._start = 0
         self.count = 0
-
-    @property
-    def capacity(self) -> int:
-        return len(self._times)
+        self.seen_ms = 0  # the last round that sampled it (a sample or unchanged)
 
     def append(self, now_ms: int, values: Counters) -> None:
-        slot = (self._start + self.count) % self.capacity
-        if self.count == self.capacity:
-            self._start = (self._start + 1) % self.capacity
-        else:
+        if self.count < self.capacity:
+            self._times.append(now_ms)
+            self._values.extend(values[name] for name in self.names)
             self.count += 1
+            return
+        slot, width = self._start, len(self.names)
+        self._start = (self._start + 1) % self.capacity
         self._times[slot] = now_ms
-        width = len(self.names)
         for index, name in enumerate(self.names):
             self._values[slot * width + index] = values[name]
+
+    def unchanged(self, values: Counters) -> bool:
+        slot, width = self._slot(-1), len(self.names)
+        return all(self._values[slot * width + i] == values[name]
+                   for i, name in enumerate(self.names))
 
     def time(self, index: int) -> int:
         """The timestamp of the `index`th sample, oldest first (-1: the newest)."""
@@ -67,7 +76,7 @@ class _Ring:
         return {name: self._values[slot * width + i] for i, name in enumerate(self.names)}
 
     def _slot(self, index: int) -> int:
-        return (self._start + index % self.count) % self.capacity
+        return (self._start + index % self.count) % self.count
 
     def latest_at(self, timestamp_ms: int) -> int | None:
         """Index of the newest sample taken at or before `timestamp_ms` (None: none)."""
@@ -83,14 +92,19 @@ class _Ring:
 
 class RateSampler:
     def __init__(self, window: int = WINDOW_SAMPLES, keep: int = KEEP_SAMPLES) -> None:
-        self._window = window
+        self._window_ms = int((window - 1) * SAMPLE_INTERVAL_S * 1000)
         self._keep = max(keep, window)
         self._rings: dict[str, _Ring] = {}
 
     def __len__(self) -> int:
         return len(self._rings)
 
+    def held(self) -> int:
+        """Samples kept over every object (memory is about 8 bytes per counter each)."""
+        return sum(ring.count for ring in self._rings.values())
+
     def sample(self, now_ms: int, counters: Iterable[tuple[str, Counters]]) -> None:
+        """One round: every object's values now (an unchanged object stores nothing)."""
         alive = set()
         for key, values in counters:
             alive.add(key)
@@ -98,21 +112,27 @@ class RateSampler:
             ring = self._rings.get(key)
             if ring is None or ring.names != names:
                 ring = self._rings[key] = _Ring(names, self._keep)
-            elif ring.count and now_ms < ring.time(-1):
+            elif now_ms < ring.seen_ms:
                 continue  # the wall clock stepped back: keep the history ordered
+            elif ring.unchanged(values):
+                ring.seen_ms = now_ms
+                continue
             ring.append(now_ms, values)
+            ring.seen_ms = now_ms
         for gone in set(self._rings) - alive:
             del self._rings[gone]
 
     def rates(self, key: str) -> dict[str, float]:
-        """Per-second rate of every counter of `key` over the window (none until two
-        samples exist)."""
+        """Per-second growth of every counter of `key` over the window that ends at its
+        last round (none until it was sampled twice)."""
         ring = self._rings.get(key)
-        if ring is None or ring.count < 2:
+        if ring is None or ring.seen_ms <= ring.time(0):
             return {}
-        first_index = max(0, ring.count - self._window)
-        first, last = ring.values(first_index), ring.values(ring.count - 1)
-        elapsed_s = max((ring.time(-1) - ring.time(first_index)) / 1000, 1e-3)
+        since = max(ring.seen_ms - self._window_ms, ring.time(0))
+        first_index = ring.latest_at(since)
+        assert first_index is not None  # since >= the first sample's time
+        first, last = ring.values(first_index), ring.values(-1)
+        elapsed_s = max((ring.seen_ms - since) / 1000, 1e-3)
         return {name: round((last[name] - first[name]) / elapsed_s, 2) for name in last}
 
     def values_at(self, key: str, grid: Sequence[int]) -> list[Point]:

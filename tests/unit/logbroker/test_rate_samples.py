@@ -79,3 +79,24 @@ def test_a_new_set_of_counters_restarts_the_history_and_a_clock_step_back_is_ski
 
 def test_grid_is_bounded() -> None:
     assert len(sample_grid(0, 10**9, 1)) == MAX_GRID_POINTS
+
+
+def test_an_idle_object_keeps_one_sample_and_its_rate_falls_to_zero() -> None:
+    sampler = RateSampler()  # a one-minute rate window
+    sampler.sample(0, [("q", {"n": 0})])
+    sampler.sample(5000, [("q", {"n": 50})])
+    for i in range(2, 100):
+        sampler.sample(i * 5000, [("q", {"n": 50})])
+        if i == 3:
+            assert sampler.rates("q") == {"n": round(50 / 15, 2)}
+    assert sampler.held() == 2
+    assert sampler.rates("q") == {"n": 0.0}
+    grid = sample_grid(99 * 5000, 20, 5)
+    assert sampler.values_at("q", grid) == [(t, {"n": 50}) for t in grid]
+
+
+def test_memory_is_bounded_by_objects_times_kept_samples() -> None:
+    sampler = RateSampler(keep=121)
+    for i in range(300):
+        sampler.sample(i * 5000, [(f"q{k}", {"n": i}) for k in range(10)])
+    assert sampler.held() == 10 * 121
