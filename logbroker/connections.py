@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from logbroker.message_stats import ChannelCounters
 from segments.clock import SYSTEM_CLOCK, Clock
 
 
@@ -19,6 +20,7 @@ class ChannelInfo:
     consumer_count: int
     confirm: bool
     transactional: bool
+    counters: ChannelCounters = field(default_factory=ChannelCounters)  # the live ones
 
 
 def _no_channels() -> list[ChannelInfo]:
@@ -40,6 +42,11 @@ class ConnectionInfo:
     state: str = "running"  # RabbitMQ's connection states: "flow", "blocked" while not read
     recv_oct: int = 0  # bytes read from the client (AMQP)
     send_oct: int = 0  # bytes written to it
+    # What the client said of itself and what was negotiated (AMQP).
+    client_properties: dict[str, object] = field(default_factory=dict)
+    frame_max: int = 0
+    channel_max: int = 0
+    heartbeat_s: int = 0
     # The front end's: its open channels, and a server-side close with a reason (RabbitMQ's
     # 320 CONNECTION_FORCED); None: this protocol cannot be closed so.
     channel_infos: Callable[[], list[ChannelInfo]] = field(default=_no_channels, repr=False)

@@ -1,9 +1,12 @@
-"""What the node's publishers were answered, counted for the overview's `message_stats`.
+"""What the node's publishers were answered, counted for the overview's `message_stats`,
+and what each AMQP channel did, for its own.
 
 The queues count what they take and hand out (`QueueCounters`); these are the
 channel-level counts no queue sees: messages published (routed or not),
-confirms sent and unroutable mandatory messages returned. One integer
-increment each, made by the front ends.
+confirms sent and unroutable mandatory messages returned (`MessageStats`, one
+per node), and a channel's publishes, confirms, returns, deliveries, gets,
+redeliveries and acks (`ChannelCounters`, one per channel, gone with it). One
+integer increment each, made by the front ends.
 """
 
 from __future__ import annotations
@@ -32,3 +35,20 @@ class MessageStats:
         """Drop the counts of deleted exchanges (the dict stays as big as the topology)."""
         for key in [key for key in self.exchanges if not exists(*key)]:
             del self.exchanges[key]
+
+
+@dataclass(slots=True)
+class ChannelCounters:
+    publish: int = 0
+    confirm: int = 0
+    return_unroutable: int = 0
+    deliver: int = 0  # to consumers
+    get: int = 0  # basic.get-ok
+    redeliver: int = 0  # of those, flagged redelivered
+    ack: int = 0  # deliveries the client acked
+
+    def as_dict(self) -> dict[str, int]:
+        return {"publish": self.publish, "confirm": self.confirm,
+                "return_unroutable": self.return_unroutable, "deliver": self.deliver,
+                "get": self.get, "deliver_get": self.deliver + self.get,
+                "redeliver": self.redeliver, "ack": self.ack}

@@ -2,7 +2,8 @@
 
 Every `SAMPLE_INTERVAL_S`: each queue led here (counters and lengths), the node's
 publisher counts (node_figures.py), each exchange published to here (messages
-in and routed out) and each client connection's bytes in and out. One round
+in and routed out), each client connection's bytes in and out and each AMQP
+channel's counters. One round
 samples everything, so an object gone since the last round is forgotten by the
 sampler. Started once per node by the composition root.
 """
@@ -22,6 +23,10 @@ def connection_key(connection_id: str) -> str:
     return f"c\0{connection_id}"
 
 
+def channel_key(connection_id: str, number: int) -> str:
+    return f"ch\0{connection_id}\0{number}"
+
+
 def exchange_key(vhost: str, name: str) -> str:
     return f"x\0{vhost}\0{name}"
 
@@ -39,6 +44,8 @@ def sampled(broker: Broker) -> Iterator[tuple[str, Counters]]:
     for info in broker.connections.all():
         yield connection_key(info.connection_id), {"recv_oct": info.recv_oct,
                                                    "send_oct": info.send_oct}
+        for channel in info.channel_infos():
+            yield channel_key(info.connection_id, channel.number), channel.counters.as_dict()
 
 
 async def sample_rates(broker: Broker) -> None:

@@ -283,7 +283,11 @@ class ConnectionHandler:
             self.connection_id, "AMQP 0-9-1", self.peer_host or "", self._peer_port,
             event.user, event.virtual_host, auth_mechanism=self._machine.auth_mechanism,
             ssl=self._writer.get_extra_info("ssl_object") is not None,
-            channel_infos=self._channel_infos, close=self._close_by_operator)
+            channel_infos=self._channel_infos, close=self._close_by_operator,
+            client_properties=dict(self._machine.client_properties),
+            frame_max=self._machine.tuning.frame_max,
+            channel_max=self._machine.tuning.channel_max,
+            heartbeat_s=self._machine.tuning.heartbeat_s)
         self._broker.connections.add(self._info)
         alarms = self._broker.resources.alarms
         if alarms.active:

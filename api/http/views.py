@@ -16,7 +16,7 @@ from logbroker.connections import ChannelInfo, ConnectionInfo
 from logbroker.metadata import ExchangeRecord, Policy, QueueRecord
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.queue_figures import QueueFigures
-from logbroker.rate_sampling import connection_key, exchange_key
+from logbroker.rate_sampling import channel_key, connection_key, exchange_key
 from logbroker.routing.types import Binding
 
 DEFAULT_EXCHANGE_PATH_NAME = "amq.default"  # how RabbitMQ's HTTP API names "" in a path
@@ -62,6 +62,8 @@ def exchange_stats(ctx: ApiContext, record: ExchangeRecord, query: RateQuery, no
 
 MESSAGE_COUNTERS = ("publish", "deliver_get", "deliver", "get", "redeliver", "ack")
 LENGTHS = ("messages", "messages_ready", "messages_unacknowledged")
+CHANNEL_COUNTERS = ("publish", "confirm", "return_unroutable", "deliver_get", "deliver",
+                    "get", "redeliver", "ack")
 
 
 def queue_view(ctx: ApiContext, record: QueueRecord, shell: QueueShell | None,
@@ -143,7 +145,10 @@ def connection_view(ctx: ApiContext, info: ConnectionInfo, query: RateQuery, now
             "peer_host": info.peer_host, "peer_port": info.peer_port, "user": info.user,
             "vhost": info.vhost, "channels": info.channels,
             "connected_at": info.connected_at_ms, "state": info.state,
-            "auth_mechanism": info.auth_mechanism, "ssl": info.ssl}
+            "auth_mechanism": info.auth_mechanism, "ssl": info.ssl,
+            "client_properties": jsonable(info.client_properties),
+            "frame_max": info.frame_max, "channel_max": info.channel_max,
+            "timeout": info.heartbeat_s}
     key = connection_key(info.connection_id)
     rates = ctx.broker.rates
     points = rates.values_at(key, query.data_rates.grid(now_ms)) if query.data_rates else []
@@ -153,9 +158,15 @@ def connection_view(ctx: ApiContext, info: ConnectionInfo, query: RateQuery, now
     return view
 
 
-def channel_view(ctx: ApiContext, info: ConnectionInfo, channel: ChannelInfo
-                 ) -> dict[str, Any]:
+def channel_view(ctx: ApiContext, info: ConnectionInfo, channel: ChannelInfo,
+                 query: RateQuery, now_ms: int) -> dict[str, Any]:
     """RabbitMQ's channel fields; `state` is its connection's (flow, blocked: not read)."""
+    key = channel_key(info.connection_id, channel.number)
+    rates = ctx.broker.rates
+    points = rates.values_at(key, query.msg_rates.grid(now_ms)) if query.msg_rates else []
+    stats: dict[str, Any] = {}
+    counted(stats, CHANNEL_COUNTERS, channel.counters.as_dict(), rates.rates(key), points,
+            query.msg_rates, now_ms)
     return {"name": f"{info.connection_id} ({channel.number})", "number": channel.number,
             "node": ctx.node_name, "user": info.user, "vhost": info.vhost,
             "connection_details": {"name": info.connection_id, "peer_host": info.peer_host,
@@ -164,4 +175,5 @@ def channel_view(ctx: ApiContext, info: ConnectionInfo, channel: ChannelInfo
             "global_prefetch_count": channel.global_prefetch_count,
             "messages_unacknowledged": channel.messages_unacknowledged,
             "consumer_count": channel.consumer_count, "confirm": channel.confirm,
-            "transactional": channel.transactional, "state": info.state}
+            "transactional": channel.transactional, "state": info.state,
+            "message_stats": stats}

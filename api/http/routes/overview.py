@@ -208,27 +208,34 @@ async def close_connection(name: str, ctx: ApiContext = Context, who: Principal 
     return Response(status_code=204)
 
 
+def _channel_views(ctx: ApiContext, connections: list[ConnectionInfo], query: RateQuery
+                   ) -> list[dict[str, Any]]:
+    now_ms = ctx.broker.clock.wall_ms()
+    return [channel_view(ctx, info, channel, query, now_ms) for info in connections
+            for channel in info.channel_infos()]
+
+
 @router.get("/api/connections/{name}/channels", dependencies=[ListOptions])
 async def get_connection_channels(name: str, ctx: ApiContext = Context,
-                                  who: Principal = Management) -> list[dict[str, Any]]:
-    info = _connection(ctx, who, name)
-    return [channel_view(ctx, info, channel) for channel in info.channel_infos()]
+                                  who: Principal = Management, query: RateQuery = Rates
+                                  ) -> list[dict[str, Any]]:
+    return _channel_views(ctx, [_connection(ctx, who, name)], query)
 
 
 @router.get("/api/channels", dependencies=[ListOptions])
-async def get_channels(ctx: ApiContext = Context, who: Principal = Management
-                       ) -> list[dict[str, Any]]:
-    return [channel_view(ctx, info, channel) for info in _visible_connections(ctx, who)
-            for channel in info.channel_infos()]
+async def get_channels(ctx: ApiContext = Context, who: Principal = Management,
+                       query: RateQuery = Rates) -> list[dict[str, Any]]:
+    return _channel_views(ctx, _visible_connections(ctx, who), query)
 
 
 @router.get("/api/vhosts/{vhost}/channels", dependencies=[ListOptions])
 async def get_vhost_channels(vhost: str, ctx: ApiContext = Context,
-                             who: Principal = Management) -> list[dict[str, Any]]:
+                             who: Principal = Management, query: RateQuery = Rates
+                             ) -> list[dict[str, Any]]:
     vhost_name = path_name(vhost)
     visible_vhost(ctx, who, vhost_name)
-    return [channel_view(ctx, info, channel) for info in _visible_connections(ctx, who)
-            if info.vhost == vhost_name for channel in info.channel_infos()]
+    return _channel_views(ctx, [info for info in _visible_connections(ctx, who)
+                                if info.vhost == vhost_name], query)
 
 
 @router.get("/api/consumers", dependencies=[ListOptions])

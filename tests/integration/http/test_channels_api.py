@@ -38,6 +38,9 @@ def test_channels_are_listed_with_rabbitmqs_fields(http: httpx.Client,
         first.basic_publish("", "ch-q", b"one")
         second = connection.channel()
         second.basic_qos(prefetch_count=7)
+        method, _, _ = second.basic_get("ch-q")
+        assert method is not None
+        second.basic_ack(method.delivery_tag)
         second.tx_select()
         [listed] = wait_for(lambda: amqp_connections(http), "the connection to be listed")
         assert listed["recv_oct"] > 0 and listed["send_oct"] > 0
@@ -52,9 +55,16 @@ def test_channels_are_listed_with_rabbitmqs_fields(http: httpx.Client,
         assert one["connection_details"]["name"] == listed["name"]
         assert one["user"] == "guest" and one["vhost"] == "/" and one["state"] == "running"
         assert one["messages_unacknowledged"] == 0
+        assert (one["message_stats"]["publish"], one["message_stats"]["confirm"]) == (1, 1)
+        assert (two["message_stats"]["get"], two["message_stats"]["ack"]) == (1, 1)
+        assert two["message_stats"]["deliver_get_details"] == {"rate": 0.0}
+        assert "Pika" in listed["client_properties"]["product"]
+        assert listed["frame_max"] > 0 and listed["timeout"] >= 0
         everywhere = [c for c in http.get("/api/channels").json()
                       if c["connection_details"]["name"] == listed["name"]]
-        assert everywhere == channels
+        assert [c["name"] for c in everywhere] == [c["name"] for c in channels]
+        sampled = http.get("/api/channels?msg_rates_age=60&msg_rates_incr=5").json()
+        assert all("samples" in c["message_stats"]["publish_details"] for c in sampled)
         assert http.get("/api/vhosts/%2F/channels").status_code == 200
         stats = http.get("/api/overview").json()["message_stats"]
         assert stats["publish"] >= 1 and stats["confirm"] >= 1
