@@ -45,7 +45,8 @@ NODE_COUNTERS = ("publish", "confirm", "return_unroutable")  # summed over nodes
 async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
                        query: RateQuery = Rates) -> dict[str, Any]:
     """Cluster-wide, as RabbitMQ's: every queue counts with its leader's figures, every
-    node answering with its publishers' counts; rates and (asked) samples summed."""
+    node answering with its publishers' counts; rates and (asked) samples summed. A
+    user who sees only some vhosts gets what their queues counted."""
     broker = ctx.broker
     vhosts = visible_vhosts(ctx, who)
     every = [(vhost, record.name) for vhost in vhosts for record in broker.state.queues(vhost)]
@@ -58,7 +59,10 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
     queue_totals: dict[str, Any] = {}
     counted(queue_totals, LENGTHS, *queue_sum, query.lengths, now_ms)
     message_stats: dict[str, Any] = {}
-    counted(message_stats, NODE_COUNTERS, *node_sum, query.msg_rates, now_ms)
+    if who.sees_all_vhosts:
+        counted(message_stats, NODE_COUNTERS, *node_sum, query.msg_rates, now_ms)
+    else:  # node-wide counts would tell of other vhosts: what entered its queues only
+        counted(message_stats, ("publish",), *queue_sum, query.msg_rates, now_ms)
     counted(message_stats, QUEUE_COUNTERS, *queue_sum, query.msg_rates, now_ms)
     cluster_name = ctx.node_name if ctx.cluster is None else \
         str(ctx.cluster.status().get("cluster_name") or ctx.node_name)

@@ -161,3 +161,16 @@ async def test_exchanges_count_messages_in_and_routed_out(api: Api) -> None:
     # first sampled at T0+5 s with its 10: no growth since
     assert listed[""]["message_stats"]["publish_in_details"] == {"rate": 0.0}
     assert listed["amq.topic"]["message_stats"]["publish_in"] == 0
+
+
+async def test_a_user_of_one_vhost_gets_the_counts_of_its_queues(api: Api) -> None:
+    await three_rounds(api)
+    for path, body in (("/api/vhosts/other", {}),
+                       ("/api/users/bob", {"password": "pw", "tags": "management"}),
+                       ("/api/permissions/other/bob",
+                        {"configure": ".*", "write": ".*", "read": ".*"})):
+        assert (await api.http.put(path, json=body)).status_code in (201, 204)
+    answer = await api.http.get("/api/overview", auth=("bob", "pw"))
+    stats = answer.json()["message_stats"]
+    assert stats["publish"] == 0 and "confirm" not in stats
+    assert answer.json()["queue_totals"]["messages"] == 0
