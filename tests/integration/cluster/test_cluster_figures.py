@@ -7,6 +7,10 @@ lag; queue actions work through any node; the queues of a node that is paused
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -73,6 +77,13 @@ def test_every_node_shows_the_leaders_ready_and_unacked_counts(cluster: list[Nod
                 assert view["message_stats"]["get"] == 3
             totals = get(node, "/api/overview")["queue_totals"]
             assert totals["messages_unacknowledged"] >= 3 and totals["messages_ready"] >= 7
+        # `logbroker list queues` through a node that does not lead it (was blank)
+        cli = subprocess.run([sys.executable, "-m", "logbroker", "--url", cluster[2].url,
+                              "list", "queues", "--format", "json"], capture_output=True,
+                             timeout=60, check=True, env={k: v for k, v in os.environ.items()
+                                                          if k != "LOGBROKER_URL"})
+        row = next(q for q in json.loads(cli.stdout) if q["name"] == "fig-q")
+        assert (row["messages_ready"], row["messages_unacknowledged"]) == (7, 3), row
     finally:
         holder.close()
 
