@@ -19,7 +19,13 @@ from typing import Any
 from fastapi import Depends, Query
 
 from api.http.http_errors import ApiError
-from logbroker.rate_samples import MAX_GRID_POINTS, Point, rate_details, sample_grid
+from logbroker.rate_samples import (
+    MAX_GRID_POINTS,
+    Point,
+    RateSampler,
+    rate_details,
+    sample_grid,
+)
 
 MAX_AGE_S = 24 * 3600
 
@@ -102,3 +108,11 @@ def counted(out: dict[str, Any], names: Sequence[str], values: Mapping[str, int]
     for name in names:
         out[name] = values.get(name, 0)
         out[f"{name}_details"] = details(name, rates.get(name, 0.0), points, ask, now_ms)
+
+
+def sampled(out: dict[str, Any], names: Sequence[str], values: Mapping[str, int],
+            sampler: RateSampler, key: str, ask: SeriesAsk | None, now_ms: int) -> None:
+    """`counted`, with the rates and the asked samples of `key` in `sampler` (an object
+    of this node: a connection, a channel, an exchange)."""
+    points = sampler.values_at(key, ask.grid(now_ms)) if ask is not None else []
+    counted(out, names, values, sampler.rates(key), points, ask, now_ms)

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import quote
 
 from api.http.api_context import ApiContext
-from api.http.rate_details import RateQuery, counted
+from api.http.rate_details import RateQuery, counted, sampled
 from logbroker.connections import ChannelInfo, ConnectionInfo
 from logbroker.metadata import ExchangeRecord, Policy, QueueRecord
 from logbroker.queue.queue_shell import QueueShell
@@ -50,13 +50,10 @@ def exchange_stats(ctx: ApiContext, record: ExchangeRecord, query: RateQuery, no
                    ) -> dict[str, Any]:
     """`message_stats` of an exchange: what was published to it on this node."""
     counts = ctx.broker.publisher.stats.exchanges.get((record.vhost, record.name), [0, 0])
-    key = exchange_key(record.vhost, record.name)
-    rates = ctx.broker.rates
-    points = rates.values_at(key, query.msg_rates.grid(now_ms)) if query.msg_rates else []
     stats: dict[str, Any] = {}
-    counted(stats, ("publish_in", "publish_out"),
-            {"publish_in": counts[0], "publish_out": counts[1]}, rates.rates(key), points,
-            query.msg_rates, now_ms)
+    sampled(stats, ("publish_in", "publish_out"),
+            {"publish_in": counts[0], "publish_out": counts[1]}, ctx.broker.rates,
+            exchange_key(record.vhost, record.name), query.msg_rates, now_ms)
     return stats
 
 
@@ -149,24 +146,18 @@ def connection_view(ctx: ApiContext, info: ConnectionInfo, query: RateQuery, now
             "client_properties": jsonable(info.client_properties),
             "frame_max": info.frame_max, "channel_max": info.channel_max,
             "timeout": info.heartbeat_s}
-    key = connection_key(info.connection_id)
-    rates = ctx.broker.rates
-    points = rates.values_at(key, query.data_rates.grid(now_ms)) if query.data_rates else []
-    counted(view, ("recv_oct", "send_oct"), {"recv_oct": info.recv_oct,
+    sampled(view, ("recv_oct", "send_oct"), {"recv_oct": info.recv_oct,
                                              "send_oct": info.send_oct},
-            rates.rates(key), points, query.data_rates, now_ms)
+            ctx.broker.rates, connection_key(info.connection_id), query.data_rates, now_ms)
     return view
 
 
 def channel_view(ctx: ApiContext, info: ConnectionInfo, channel: ChannelInfo,
                  query: RateQuery, now_ms: int) -> dict[str, Any]:
     """RabbitMQ's channel fields; `state` is its connection's (flow, blocked: not read)."""
-    key = channel_key(info.connection_id, channel.number)
-    rates = ctx.broker.rates
-    points = rates.values_at(key, query.msg_rates.grid(now_ms)) if query.msg_rates else []
     stats: dict[str, Any] = {}
-    counted(stats, CHANNEL_COUNTERS, channel.counters.as_dict(), rates.rates(key), points,
-            query.msg_rates, now_ms)
+    sampled(stats, CHANNEL_COUNTERS, channel.counters.as_dict(), ctx.broker.rates,
+            channel_key(info.connection_id, channel.number), query.msg_rates, now_ms)
     return {"name": f"{info.connection_id} ({channel.number})", "number": channel.number,
             "node": ctx.node_name, "user": info.user, "vhost": info.vhost,
             "connection_details": {"name": info.connection_id, "peer_host": info.peer_host,
