@@ -102,3 +102,12 @@ def test_a_user_closes_only_its_own_connections(http: httpx.Client,
         assert http.get("/api/connections/nowhere").status_code == 404
     finally:
         connection.close()
+
+
+def test_the_node_samples_from_its_start(http: httpx.Client) -> None:
+    """The sampling timer runs in `logbroker serve`: the node's series has samples."""
+    def sampled() -> list[dict[str, int]] | None:
+        overview = http.get("/api/overview?msg_rates_age=60&msg_rates_incr=5").json()
+        return overview["message_stats"]["publish_details"]["samples"] or None
+    samples = wait_for(sampled, "a first sample", 10.0)
+    assert all(s["timestamp"] % 5000 == 0 for s in samples)
