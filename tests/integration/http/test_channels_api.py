@@ -3,6 +3,8 @@ API of a running `logbroker serve`, as a real pika client sees them."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import time
 from typing import Any
 from urllib.parse import quote
@@ -11,6 +13,8 @@ import httpx
 import pika
 import pytest
 from pika.exceptions import ConnectionClosedByBroker
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from tests.integration.conftest import BrokerProcess, wait_for
 
@@ -111,3 +115,22 @@ def test_the_node_samples_from_its_start(http: httpx.Client) -> None:
         return overview["message_stats"]["publish_details"]["samples"] or None
     samples = wait_for(sampled, "a first sample", 10.0)
     assert all(s["timestamp"] % 5000 == 0 for s in samples)
+
+
+async def test_an_operator_closes_a_websocket_with_a_reason(http: httpx.Client,
+                                                            broker: BrokerProcess) -> None:
+    headers = {"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()}
+    async with connect(f"{broker.ws_url}?vhost=%2F", additional_headers=headers,
+                       open_timeout=5, close_timeout=2) as ws:
+        def listed() -> list[dict[str, Any]]:
+            return [c for c in http.get("/api/connections").json()
+                    if c["protocol"] == "WebSocket"]
+        [connection] = wait_for(listed, "the WebSocket to be listed")
+        answer = http.delete(f"/api/connections/{quote(connection['name'], safe='')}",
+                             headers={"X-Reason": "maintenance"})
+        assert answer.status_code == 204, answer.text
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), 5)
+        assert closed.value.rcvd is not None
+        assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4320, "maintenance")
+    wait_for(lambda: not listed(), "the closed WebSocket to leave the list")
