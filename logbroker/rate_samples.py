@@ -72,8 +72,9 @@ class _Ring:
         return self._times[self._slot(index)]
 
     def values(self, index: int) -> dict[str, int]:
-        slot, width = self._slot(index), len(self.names)
-        return {name: self._values[slot * width + i] for i, name in enumerate(self.names)}
+        width = len(self.names)
+        start = self._slot(index) * width
+        return dict(zip(self.names, self._values[start:start + width], strict=True))
 
     def _slot(self, index: int) -> int:
         return (self._start + index % self.count) % self.count
@@ -104,10 +105,15 @@ class RateSampler:
         return sum(ring.count for ring in self._rings.values())
 
     def sample(self, now_ms: int, counters: Iterable[tuple[str, Counters]]) -> None:
-        """One round: every object's values now (an unchanged object stores nothing)."""
-        alive = set()
+        """One round: every object's values now (an unchanged object stores nothing); the
+        objects left out are forgotten."""
+        self.forget_all_but(self.record(now_ms, counters))
+
+    def record(self, now_ms: int, counters: Iterable[tuple[str, Counters]]) -> set[str]:
+        """Part of a round (a timer that yields between parts): returns the keys seen."""
+        seen = set()
         for key, values in counters:
-            alive.add(key)
+            seen.add(key)
             names = tuple(values)
             ring = self._rings.get(key)
             if ring is None or ring.names != names:
@@ -119,6 +125,10 @@ class RateSampler:
                 continue
             ring.append(now_ms, values)
             ring.seen_ms = now_ms
+        return seen
+
+    def forget_all_but(self, alive: set[str]) -> None:
+        """The end of a round: objects it did not see are gone."""
         for gone in set(self._rings) - alive:
             del self._rings[gone]
 
@@ -137,15 +147,21 @@ class RateSampler:
 
     def values_at(self, key: str, grid: Sequence[int]) -> list[Point]:
         """The counters of `key` as they were at each timestamp of `grid` (newest first),
-        leaving out the timestamps before its first sample."""
+        leaving out the timestamps before its first sample. One walk back through the
+        ring; points at the same sample share its (read-only) values."""
         ring = self._rings.get(key)
         if ring is None or not ring.count:
             return []
-        points = []
+        points: list[Point] = []
+        index, shown, values = ring.count - 1, -1, {}
         for timestamp in grid:
-            index = ring.latest_at(timestamp)
-            if index is not None:
-                points.append((timestamp, ring.values(index)))
+            while index >= 0 and ring.time(index) > timestamp:
+                index -= 1
+            if index < 0:
+                break
+            if index != shown:
+                shown, values = index, ring.values(index)
+            points.append((timestamp, values))
         return points
 
 

@@ -11,12 +11,15 @@ sampler. Started once per node by the composition root.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator
 
 from logbroker.broker import Broker
 from logbroker.node_figures import NODE_KEY, node_sample
 from logbroker.queue_figures import queue_key, queue_sample
 from logbroker.rate_samples import SAMPLE_INTERVAL_S, Counters
+
+ROUND_PART = 500  # objects sampled per event loop turn
 
 
 def connection_key(connection_id: str) -> str:
@@ -49,7 +52,13 @@ def sampled(broker: Broker) -> Iterator[tuple[str, Counters]]:
 
 
 async def sample_rates(broker: Broker) -> None:
-    """Sample every `SAMPLE_INTERVAL_S` until cancelled."""
+    """Sample every `SAMPLE_INTERVAL_S` until cancelled, `ROUND_PART` objects per loop
+    turn: ten thousand queues must not hold the event loop for a whole round."""
     while True:
-        broker.rates.sample(broker.clock.wall_ms(), sampled(broker))
+        now_ms, alive = broker.clock.wall_ms(), set()
+        series = sampled(broker)
+        while part := list(itertools.islice(series, ROUND_PART)):
+            alive |= broker.rates.record(now_ms, part)
+            await asyncio.sleep(0)
+        broker.rates.forget_all_but(alive)
         await asyncio.sleep(SAMPLE_INTERVAL_S)

@@ -100,3 +100,11 @@ def test_memory_is_bounded_by_objects_times_kept_samples() -> None:
     for i in range(300):
         sampler.sample(i * 5000, [(f"q{k}", {"n": i}) for k in range(10)])
     assert sampler.held() == 10 * 121
+
+
+def test_a_round_in_parts_forgets_only_what_no_part_saw() -> None:
+    sampler = RateSampler()
+    sampler.sample(0, [("a", {"n": 1}), ("b", {"n": 1}), ("c", {"n": 1})])
+    seen = sampler.record(5000, [("a", {"n": 2})]) | sampler.record(5000, [("b", {"n": 3})])
+    sampler.forget_all_but(seen)
+    assert len(sampler) == 2 and sampler.rates("b") == {"n": 0.4}
