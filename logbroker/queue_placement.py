@@ -76,11 +76,12 @@ Members
     replicas being added as nodes come and go, which is the controller's work;
     `desired_member_count` tells it how many a queue should have.
     Host awareness (`spread_copies`, issue 28): the replicas other than the
-    leader are picked one at a time, each time from the nodes on a host that
-    holds no copy yet, then from a zone that holds none (RabbitMQ's and
-    Kafka's rack awareness), and only then from a host that already holds one
-    (another worker of it: a node name is a worker, so no node ever holds two
-    copies). Within those tiers the order above decides. When every node is
+    leader are picked one at a time, each time from the nodes on the hosts
+    holding the fewest copies so far, then in the zones holding the fewest
+    (RabbitMQ's and Kafka's rack awareness): a host that holds no copy comes
+    first, and a host takes a second copy (on another of its workers: a node
+    name is a worker, so no node ever holds two copies) only when every host
+    that could take one holds one. Within those tiers the order above decides. When every node is
     on one host, or each on its own, the order is exactly the one above.
     Exclusive queues: seed 002, "exclusive queues are never mirrored (even if
     they match a policy stating that they should be)"; RabbitMQ also places
@@ -90,6 +91,7 @@ Members
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -346,26 +348,28 @@ def spread_copies(
 ) -> tuple[str, ...]:
     """`chosen` followed by candidates until there are `count` copies (fewer if the
     candidates run out): each pick is the first candidate, in the given order, on a
-    host without a copy yet, else in a zone without one, else any (module doc).
+    host holding the fewest copies so far, then in a zone holding the fewest (module
+    doc): a host without a copy first, and a second copy on a host only when every
+    host that could take one holds one.
 
     A node missing from `nodes` counts as its own host with no zone. Names are
     never repeated: `chosen` keeps its order and candidates already in it are skipped.
     """
     views = {node.name: node for node in nodes}
     picked = list(dict.fromkeys(chosen))
-    hosts = {_machine(views, name) for name in picked}
-    zones = {_zone(views, name) for name in picked} - {""}
+    hosts = Counter(_machine(views, name) for name in picked)
+    zones = Counter(_zone(views, name) for name in picked)
     pool = [name for name in dict.fromkeys(candidates) if name not in picked]
     while pool and len(picked) < count:
-        def rank(index: int) -> tuple[bool, bool, int]:
+        def rank(index: int) -> tuple[int, int, int]:
             name = pool[index]
             zone = _zone(views, name)
-            return (_machine(views, name) in hosts, bool(zone) and zone in zones, index)
+            return (hosts[_machine(views, name)], zones[zone] if zone else 0, index)
 
         best = pool.pop(min(range(len(pool)), key=rank))
         picked.append(best)
-        hosts.add(_machine(views, best))
-        zones.add(_zone(views, best))
+        hosts[_machine(views, best)] += 1
+        zones[_zone(views, best)] += 1
     return tuple(picked)
 
 

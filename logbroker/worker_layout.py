@@ -6,7 +6,9 @@ port (so a data dir written by a single process keeps its identity and its
 queues). Worker K > 1 is `NAME-wK`, with its data in `DATA_DIR/workers/wK`
 and the cluster port `BASE + K - 1`. Worker 1 founds the cluster with the
 node's `--peers` (alone when there are none) or joins through `--join`;
-every other worker joins through worker 1 and the node's peers and seeds.
+every other worker joins through worker 1 and the node's peers and seeds,
+and is reached at the host's address (the node's own entry in `--peers`, or
+where worker 1 is reached).
 A restart of the whole node gives every worker the same identity again, and
 a worker that already is a member does not join twice (its Raft log says so).
 """
@@ -27,8 +29,8 @@ class WorkerSpec:
     node_name: str
     data_dir: str
     cluster_port: int
-    peers: str  # `--peers` (founding members), "" for a joining worker
-    join: str  # `--join` seeds, "" for a founding one
+    peers: str  # `--peers`: worker 1's founding members; a joining worker's own address
+    join: str  # `--join` seeds
 
     def flags(self) -> list[str]:
         """The flags that make `logbroker serve` this worker (after the node's own: the
@@ -51,16 +53,19 @@ def worker_specs(*, workers: int, node_name: str, data_dir: str, cluster_port: i
     base = cluster_port or DEFAULT_CLUSTER_PORT
     if base + workers - 1 > 65535:
         raise ValueError(f"cluster ports {base}..{base + workers - 1} go past 65535")
-    first = f"{node_name}@{_host(advertised_host)}:{base}"
-    listed = {peer.name: f"{peer.name}@{_host(peer.host)}:{peer.port}"
-              for peer in (*parse_peers(peers), *parse_peers(join))}
-    seeds = [listed.pop(node_name, first), *listed.values()]
+    listed = {peer.name: peer for peer in (*parse_peers(peers), *parse_peers(join))}
+    own = listed.pop(node_name, None)
+    # Where the others reach this host: as the node's own entry in --peers says, else
+    # as worker 1 advertises itself.
+    host = _host(own.host if own is not None else advertised_host)
+    seeds = [f"{node_name}@{host}:{base}",
+             *(f"{peer.name}@{_host(peer.host)}:{peer.port}" for peer in listed.values())]
     specs = [WorkerSpec(1, node_name, data_dir, base, peers, join)]
     for index in range(2, workers + 1):
+        name, port = worker_name(node_name, index), base + index - 1
         specs.append(WorkerSpec(
-            index, worker_name(node_name, index),
-            os.path.join(data_dir, WORKERS_DIRECTORY, f"w{index}"), base + index - 1,
-            "", ",".join(seeds)))
+            index, name, os.path.join(data_dir, WORKERS_DIRECTORY, f"w{index}"), port,
+            f"{name}@{host}:{port}", ",".join(seeds)))
     return specs
 
 

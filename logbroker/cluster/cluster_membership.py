@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from logbroker.cluster.asyncio_ports import LoopTimers, TaskSet
@@ -89,12 +89,13 @@ class ClusterMembership:
                 "status": "up" if record.up else "down", "since_ms": record.since_ms,
                 "connected": record.name == self.node_name or record.name in connected,
                 "queue_leaders": leaders.get(record.name, 0),
+                "host_id": record.host_id, "zone": record.zone,
             })
         return {
             "cluster_name": "logbroker",
             "node": self.node_name, "leader": driver.leader_id, "term": driver.term,
             "commit_index": driver.commit_index, "applied_index": driver.applied_index,
-            "nodes": nodes,
+            "nodes": nodes, "hosts": hosts_document(nodes),
         }
 
     # ------------------------------------------------------- add / remove
@@ -201,6 +202,20 @@ class ClusterMembership:
                 except BrokerError as error:
                     logger.info("joining through %s: %s", seed.name, error.text)
             await asyncio.sleep(JOIN_RETRY_S)
+
+
+def hosts_document(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The members grouped by machine (`host_id`; a member without one is a machine of
+    its own), with the zone and the workers (member names) of each, sorted by host."""
+    hosts: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        host_id = str(node.get("host_id") or node["name"])
+        entry = hosts.setdefault(host_id, {"host_id": host_id, "zone": "", "workers": [],
+                                           "up": 0})
+        entry["zone"] = entry["zone"] or str(node.get("zone") or "")
+        entry["workers"].append(node["name"])
+        entry["up"] += node.get("status") == "up"
+    return [hosts[key] for key in sorted(hosts)]
 
 
 def _encode(op: str, name: str, host: str, port: int) -> bytes:
