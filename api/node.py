@@ -57,6 +57,7 @@ async def serve(settings: ServeSettings) -> int:
         cluster = await _start_cluster_node(settings)
         broker = cluster.broker
     else:
+        _check_standalone(settings.data_dir)
         broker = Broker.open(settings.broker_config())
     server_config = AmqpServerConfig(
         heartbeat_s=settings.heartbeat_s, frame_max=settings.frame_max,
@@ -114,6 +115,17 @@ async def serve(settings: ServeSettings) -> int:
         await broker.close()
     logger.info("stopped")
     return 0
+
+
+def _check_standalone(data_dir: str) -> None:
+    """A data dir a cluster member wrote (its workers' too) keeps its definitions in the
+    Raft log: opened standalone, the older standalone ones would be read, and the queues
+    declared since deleted as orphans."""
+    if os.path.isdir(os.path.join(data_dir, "raft")):
+        raise SettingsError(
+            f"{data_dir} belongs to a cluster member (it has a raft/ directory): start it "
+            "with --workers > 1, or with its cluster settings (--cluster-port, --peers or "
+            "--join), not as a single standalone process")
 
 
 def _start_federation(broker: Broker, clustered: bool) -> FederationLinks:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from api.node import build_parser
-from logbroker.node_settings import cluster_settings, resolve_settings
+from api.node import _check_standalone, build_parser
+from logbroker.node_settings import SettingsError, cluster_settings, resolve_settings
 from logbroker.worker_layout import worker_specs
 
 
@@ -56,3 +58,10 @@ def test_bad_counts_and_ports_are_refused() -> None:
     with pytest.raises(ValueError, match="65535"):
         worker_specs(workers=3, node_name="n", data_dir="/d", cluster_port=65534, peers="",
                      join="", advertised_host="h")
+
+
+def test_a_cluster_members_data_dir_is_not_opened_standalone(tmp_path: Path) -> None:
+    _check_standalone(str(tmp_path))  # a fresh or standalone data dir is fine
+    (tmp_path / "raft").mkdir()
+    with pytest.raises(SettingsError, match="raft"):
+        _check_standalone(str(tmp_path))
