@@ -31,3 +31,12 @@ def test_the_status_text_lists_hosts_and_their_workers() -> None:
     assert lines[start + 1].split() == ["host", "zone", "workers", "up"]
     assert lines[start + 2].split() == ["hA", "z1", "a,", "a-w2", "1/2"]
     assert lines[start + 3].split() == ["hB", "b", "1/1"]
+
+
+def test_a_membership_request_carries_the_host_and_zone_and_reads_an_older_one() -> None:
+    from logbroker.cluster.cluster_membership import _decode, _encode
+
+    data = _encode("cluster.add_node", "a-w2", "127.0.0.1", 25673, ("hA", "z1"))
+    assert _decode(data) == ("cluster.add_node", "a-w2", "127.0.0.1", 25673, ("hA", "z1"))
+    older = b'["cluster.add_node", "n4", "10.0.0.4", 25672]'
+    assert _decode(older) == ("cluster.add_node", "n4", "10.0.0.4", 25672, ("", ""))
