@@ -203,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if settings.workers > 1:
             from api.worker_supervisor import supervise
             return run_on("asyncio", supervise(argv, settings, _worker_specs(settings)))
+        from api.worker_supervisor import stop_with_the_supervisor
+        stop_with_the_supervisor()
         return run_on(settings.event_loop, serve(settings))
     except SettingsError as error:
         print(f"logbroker: {error}", file=sys.stderr)

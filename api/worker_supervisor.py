@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -25,6 +27,8 @@ from logbroker.worker_restarts import Effect, Exit, Signal, Start, WorkerRestart
 from segments.clock import SYSTEM_CLOCK, Clock
 
 logger = logging.getLogger("logbroker")
+SUPERVISOR_VARIABLE = "LOGBROKER_SUPERVISOR_PID"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class WorkerSupervisor:
@@ -92,7 +96,8 @@ class WorkerSupervisor:
     async def _run_worker(self, index: int) -> None:
         spec = self._specs[index]
         try:
-            process = await asyncio.create_subprocess_exec(*self.command(spec))
+            process = await asyncio.create_subprocess_exec(
+                *self.command(spec), env={**os.environ, SUPERVISOR_VARIABLE: str(os.getpid())})
         except OSError as error:
             logger.error("worker %s did not start: %s", spec.node_name, error)
             code = 1
@@ -115,6 +120,18 @@ class WorkerSupervisor:
             if process is not None and process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(signum)
+
+
+def stop_with_the_supervisor() -> None:
+    """In a worker: SIGTERM when the supervisor dies (even by SIGKILL), so no worker
+    outlives its node; exit at once if it is gone already. Linux only (prctl)."""
+    supervisor = os.environ.pop(SUPERVISOR_VARIABLE, "")
+    if not supervisor.isdigit():
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != int(supervisor):
+        raise SystemExit(f"logbroker: the supervisor {supervisor} is gone")
 
 
 async def supervise(argv: Sequence[str], settings: ServeSettings,
