@@ -44,7 +44,8 @@ def test_the_definitions_come_over_with_durable_queues_led_here(tmp_path: Path) 
         state.apply(command)
     assert {v.name for v in state.vhosts()} == {"/", "v2"}
     assert [b.destination.name for b in state.bindings("/")] == ["kept"]
-    assert state.queue("/", "kept").leader_node == "node@box"
+    record = state.queue("/", "kept")
+    assert record is not None and record.leader_node == "node@box"
 
 
 def test_nothing_when_the_cluster_has_its_own_log_or_there_is_no_store(tmp_path: Path) -> None:
