@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from api.cli import add_client_commands, run_client_command
 from api.cli.options import add_connection_flags
+from logbroker.cluster.cluster_settings import PeerSpecError
 from logbroker.event_loop import run_on
 from logbroker.node_settings import (
     SETTINGS,
@@ -32,6 +33,7 @@ from logbroker.node_settings import (
     switch,
 )
 from logbroker.tls_options import TlsOptions, TlsOptionsError
+from logbroker.worker_layout import WorkerSpec, worker_specs
 from segments.errors import DataDirLockedError
 
 if TYPE_CHECKING:
@@ -56,6 +58,7 @@ async def serve(settings: ServeSettings) -> int:
         cluster = await _start_cluster_node(settings)
         broker = cluster.broker
     else:
+        _check_standalone(settings.data_dir)
         broker = Broker.open(settings.broker_config())
     server_config = AmqpServerConfig(
         heartbeat_s=settings.heartbeat_s, frame_max=settings.frame_max,
@@ -70,7 +73,8 @@ async def serve(settings: ServeSettings) -> int:
         if port:  # 0 or unset: that listener is off
             amqp_servers.append(await start_amqp_server(
                 broker, settings.host, port, server_config, ssl_context,
-                max_pending_handshakes=settings.max_pending_handshakes))
+                max_pending_handshakes=settings.max_pending_handshakes,
+                reuse_port=settings.reuse_port))
             logger.info("logbroker %s listening for %s on %s:%d (data in %s, %s loop)",
                         settings.node_name, "AMQPS" if ssl_context else "AMQP 0-9-1",
                         settings.host, port, os.path.abspath(settings.data_dir),
@@ -81,7 +85,8 @@ async def serve(settings: ServeSettings) -> int:
                          cluster=cluster.membership if cluster is not None else None,
                          replicas=cluster.handover if cluster is not None else None,
                          metrics_auth=settings.metrics_auth)
-    http_servers = [await start_http_server(context, settings.host, port, ssl_context)
+    http_servers = [await start_http_server(context, settings.host, port, ssl_context,
+                                            settings.reuse_port)
                     for port, ssl_context in ((settings.http_port, None),
                                               (settings.https_port, tls)) if port]
     federation = _start_federation(broker, clustered=cluster is not None)
@@ -113,6 +118,17 @@ async def serve(settings: ServeSettings) -> int:
         await broker.close()
     logger.info("stopped")
     return 0
+
+
+def _check_standalone(data_dir: str) -> None:
+    """A data dir a cluster member wrote (its workers' too) keeps its definitions in the
+    Raft log: opened standalone, the older standalone ones would be read, and the queues
+    declared since deleted as orphans."""
+    if os.path.isdir(os.path.join(data_dir, "raft")):
+        raise SettingsError(
+            f"{data_dir} belongs to a cluster member (it has a raft/ directory): start it "
+            "with --workers > 1, or with its cluster settings (--cluster-port, --peers or "
+            "--join), not as a single standalone process")
 
 
 def _start_federation(broker: Broker, clustered: bool) -> FederationLinks:
@@ -165,7 +181,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _worker_specs(settings: ServeSettings) -> list[WorkerSpec]:
+    """The workers of a node with `--workers` > 1; checks the cluster settings first (and
+    creates the cluster secret once, not in N workers at once)."""
+    cluster = cluster_settings(settings)
+    try:
+        return worker_specs(workers=settings.workers, node_name=settings.node_name,
+                            data_dir=os.path.abspath(settings.data_dir),
+                            cluster_port=settings.cluster_port, peers=settings.peers,
+                            join=settings.join, advertised_host=cluster.advertised_host)
+    except (ValueError, PeerSpecError) as error:
+        raise SettingsError(f"--workers {settings.workers}: {error}") from error
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     arguments = build_parser().parse_args(argv)
     if arguments.command != "serve":
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
@@ -173,6 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         settings = resolve_settings(arguments, dict(os.environ))
+        if settings.workers > 1:
+            from api.worker_supervisor import supervise
+            return run_on("asyncio", supervise(argv, settings, _worker_specs(settings)))
+        from api.worker_supervisor import stop_with_the_supervisor
+        stop_with_the_supervisor()
         return run_on(settings.event_loop, serve(settings))
     except SettingsError as error:
         print(f"logbroker: {error}", file=sys.stderr)

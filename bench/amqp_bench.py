@@ -365,7 +365,7 @@ def _served(name: str, port: int, command: Callable[[str], tuple[list[str], dict
 def logbroker_served() -> contextlib.AbstractContextManager[str]:
     port = free_port()
     return _served("logbroker", port, lambda workdir: (
-        [sys.executable, "-m", "logbroker", "serve", "--data-dir",
+        [sys.executable, "-m", "logbroker", "serve", "--workers", "1", "--data-dir",
          os.path.join(workdir, "data"), "--amqp-port", str(port),
          "--http-port", str(free_port()), "--host", "127.0.0.1"],
         dict(os.environ)))

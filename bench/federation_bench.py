@@ -60,7 +60,7 @@ def served(name: str) -> Iterator[Node]:
     node = Node(name, free_port(), free_port())
     with open(os.path.join(workdir, "serve.log"), "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "logbroker", "serve", "--data-dir",
+            [sys.executable, "-m", "logbroker", "serve", "--workers", "1", "--data-dir",
              os.path.join(workdir, "data"), "--node-name", name, "--host", "127.0.0.1",
              "--amqp-port", str(node.amqp_port), "--http-port", str(node.http_port)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -48,3 +48,24 @@ def free_port() -> int:
     with socket.socket() as sock:  # no room below the range: the old way
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
+
+
+def free_port_run(count: int) -> int:
+    """The first of `count` consecutive free ports (a node's workers' cluster ports)."""
+    for _ in range(ATTEMPTS_MAX):
+        first = free_port()
+        if all(_bindable(first + offset) for offset in range(1, count)):
+            _handed_out.update(range(first, first + count))
+            return first
+    raise OSError(f"no {count} consecutive free ports found")
+
+
+def _bindable(port: int) -> bool:
+    if port in _handed_out or port > 65535:
+        return False
+    with socket.socket() as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True

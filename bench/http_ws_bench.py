@@ -92,7 +92,7 @@ def logbroker_served() -> Iterator[Served]:
     log_path = os.path.join(workdir, "console.log")
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "logbroker", "serve", "--data-dir",
+            [sys.executable, "-m", "logbroker", "serve", "--workers", "1", "--data-dir",
              os.path.join(workdir, "data"), "--host", "127.0.0.1",
              "--amqp-port", str(served.amqp_port), "--http-port", str(served.http_port)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

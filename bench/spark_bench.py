@@ -48,7 +48,8 @@ def log(text: str) -> None:
 def start_broker(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     http_port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(data_dir), "--host",
+        [sys.executable, "-m", "logbroker", "serve", "--workers", "1",
+         "--data-dir", str(data_dir), "--host",
          "127.0.0.1", "--amqp-port", str(free_port()), "--http-port", str(http_port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     url = f"http://127.0.0.1:{http_port}"

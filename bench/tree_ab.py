@@ -50,7 +50,8 @@ def served_from(tree: str) -> Iterator[tuple[Served, int]]:
          os.path.join(workdir, "data"), "--host", "127.0.0.1",
          "--amqp-port", str(served.amqp_port), "--http-port", str(served.http_port)],
         cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
+        # One process per tree (the environment, not `--workers`: older trees lack it).
+        env={**os.environ, "LOGBROKER_WORKERS": "1"}, start_new_session=True)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:

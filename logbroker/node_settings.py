@@ -9,6 +9,10 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     name = "logbroker@localhost"
     data_dir = "./logbroker-data"
     event_loop = "auto"         # auto (uvloop when installed) | asyncio | uvloop
+    workers = 4                 # processes of this node (default: the number of cores)
+    host_id = "host1"           # the machine (default: its host name), for placement
+    zone = "eu-1a"              # an optional rack or zone label, for placement
+    reuse_port = false          # share the AMQP and HTTP ports (SO_REUSEPORT); set on workers
     [amqp]
     host = "0.0.0.0"
     port = 5672
@@ -58,6 +62,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,6 +99,10 @@ SETTINGS: tuple[tuple[str, str, str, str, Callable[[Any], Any]], ...] = (
     ("data_dir", "LOGBROKER_DATA_DIR", "node", "data_dir", str),
     ("node_name", "LOGBROKER_NODE_NAME", "node", "name", str),
     ("event_loop", "LOGBROKER_EVENT_LOOP", "node", "event_loop", str),
+    ("workers", "LOGBROKER_WORKERS", "node", "workers", int),
+    ("host_id", "LOGBROKER_HOST_ID", "node", "host_id", str),
+    ("zone", "LOGBROKER_ZONE", "node", "zone", str),
+    ("reuse_port", "LOGBROKER_REUSE_PORT", "node", "reuse_port", switch),
     ("host", "LOGBROKER_HOST", "amqp", "host", str),
     ("amqp_port", "LOGBROKER_AMQP_PORT", "amqp", "port", int),
     ("http_port", "LOGBROKER_HTTP_PORT", "http", "port", int),
@@ -135,6 +144,8 @@ SECRET_VARIABLE = "LOGBROKER_CLUSTER_SECRET"
 KEY_PASSWORD_VARIABLE = "LOGBROKER_TLS_KEY_PASSWORD"
 DEFAULT_AMQPS_PORT = 5671
 DEFAULT_HTTPS_PORT = 15671
+MAX_WORKERS = 256
+MAX_LABEL = 255  # a host id or zone (the metadata's limit)
 _FLOW_DEFAULTS = FlowLimits()
 
 
@@ -143,6 +154,10 @@ class ServeSettings:
     data_dir: str = "./logbroker-data"
     node_name: str = "logbroker@localhost"
     event_loop: str = "auto"
+    workers: int = 0  # 0: the number of cores (resolve_settings)
+    host_id: str = ""  # "": the host name (resolve_settings)
+    zone: str = ""
+    reuse_port: bool = False
     host: str = "0.0.0.0"
     amqp_port: int = 5672
     http_port: int = 15672
@@ -211,6 +226,20 @@ def _check_flow(settings: ServeSettings) -> None:
                             f"flow high {settings.flow_high}")
     if settings.flow_hold_max_ms <= 0:
         raise SettingsError(f"flow hold_max_ms {settings.flow_hold_max_ms} must be > 0")
+
+
+def _resolve_workers(settings: ServeSettings) -> None:
+    """The worker count (default: the cores) and the host identity (default: the host name)."""
+    if "workers" not in settings.sources:
+        settings.workers = os.cpu_count() or 1
+    if not 1 <= settings.workers <= MAX_WORKERS:
+        raise SettingsError(f"{settings.sources.get('workers', 'workers')}: "
+                            f"{settings.workers} is not in 1..{MAX_WORKERS}")
+    if not settings.host_id:
+        settings.host_id = socket.gethostname()
+    for name in ("host_id", "zone"):
+        if len(getattr(settings, name)) > MAX_LABEL:
+            raise SettingsError(f"{settings.sources[name]}: longer than {MAX_LABEL} characters")
 
 
 def _resolve_tls(settings: ServeSettings) -> None:
@@ -285,6 +314,7 @@ def resolve_settings(
     except ValueError as error:
         raise SettingsError(str(error)) from error
     _check_flow(settings)
+    _resolve_workers(settings)
     settings.tls_key_password = environment.get(
         KEY_PASSWORD_VARIABLE, str(document.get("tls", {}).get("key_password", "")))
     _resolve_tls(settings)
@@ -332,4 +362,5 @@ def cluster_settings(settings: ServeSettings) -> ClusterSettings:
         cluster_port=settings.cluster_port or DEFAULT_CLUSTER_PORT,
         peers=peers + seeds, join=bool(settings.join), amqp_port=settings.amqp_port,
         http_port=settings.http_port, default_locator=settings.queue_leader_locator,
+        host_id=settings.host_id, zone=settings.zone,
     )

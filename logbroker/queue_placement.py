@@ -75,6 +75,14 @@ Members
     added to the cluster, the queue will be mirrored to that node" describe
     replicas being added as nodes come and go, which is the controller's work;
     `desired_member_count` tells it how many a queue should have.
+    Host awareness (`spread_copies`, issue 28): the replicas other than the
+    leader are picked one at a time, each time from the nodes on the hosts
+    holding the fewest copies so far, then in the zones holding the fewest
+    (RabbitMQ's and Kafka's rack awareness): a host that holds no copy comes
+    first, and a host takes a second copy (on another of its workers: a node
+    name is a worker, so no node ever holds two copies) only when every host
+    that could take one holds one. Within those tiers the order above decides. When every node is
+    on one host, or each on its own, the order is exactly the one above.
     Exclusive queues: seed 002, "exclusive queues are never mirrored (even if
     they match a policy stating that they should be)"; RabbitMQ also places
     them on the declaring node (`rabbit_classic_queue:declare/2`), since they
@@ -83,6 +91,7 @@ Members
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -104,6 +113,7 @@ __all__ = [
     "normalize_strategy",
     "place_queue",
     "replica_count_or_nodes",
+    "spread_copies",
 ]
 
 CLIENT_LOCAL = "client-local"
@@ -125,8 +135,18 @@ class PlacementError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class NodeView:
+    """A cluster member as placement sees it. `host` is the machine it runs on (several
+    workers of one `logbroker serve --workers N` share it; "" means its own machine,
+    as a member recorded before hosts were), `zone` an optional rack or zone label."""
+
     name: str
     up: bool
+    host: str = ""
+    zone: str = ""
+
+    @property
+    def machine(self) -> str:
+        return self.host or self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +340,47 @@ def place_queue(
         (name for name in pool if name != leader),
         key=lambda name: (member_counts.get(name, 0), name),
     )
-    return Placement(leader, (leader, *others[: size - 1]))
+    return Placement(leader, spread_copies((leader,), others, size, nodes))
+
+
+def spread_copies(
+    chosen: Sequence[str], candidates: Sequence[str], count: int, nodes: Sequence[NodeView]
+) -> tuple[str, ...]:
+    """`chosen` followed by candidates until there are `count` copies (fewer if the
+    candidates run out): each pick is the first candidate, in the given order, on a
+    host holding the fewest copies so far, then in a zone holding the fewest (module
+    doc): a host without a copy first, and a second copy on a host only when every
+    host that could take one holds one.
+
+    A node missing from `nodes` counts as its own host with no zone. Names are
+    never repeated: `chosen` keeps its order and candidates already in it are skipped.
+    """
+    views = {node.name: node for node in nodes}
+    picked = list(dict.fromkeys(chosen))
+    hosts = Counter(_machine(views, name) for name in picked)
+    zones = Counter(_zone(views, name) for name in picked)
+    pool = [name for name in dict.fromkeys(candidates) if name not in picked]
+    while pool and len(picked) < count:
+        def rank(index: int) -> tuple[int, int, int]:
+            name = pool[index]
+            zone = _zone(views, name)
+            return (hosts[_machine(views, name)], zones[zone] if zone else 0, index)
+
+        best = pool.pop(min(range(len(pool)), key=rank))
+        picked.append(best)
+        hosts[_machine(views, best)] += 1
+        zones[_zone(views, best)] += 1
+    return tuple(picked)
+
+
+def _machine(views: Mapping[str, NodeView], name: str) -> str:
+    view = views.get(name)
+    return view.machine if view is not None else name
+
+
+def _zone(views: Mapping[str, NodeView], name: str) -> str:
+    view = views.get(name)
+    return view.zone if view is not None else ""
 
 
 def _leader(

@@ -23,7 +23,13 @@ Wanted members: `ha-mode: nodes` names them (those known to the cluster;
 none known: keep what there is, as RabbitMQ does); `all` is every known
 node; a count (`exactly`, `x-queue-replicas`) keeps the current members
 and adds the up nodes holding the fewest replicas, or drops out-of-sync
-and down ones first, until the count is met.
+and down ones first, until the count is met. Hosts (issue 28): among the up
+nodes, the count is filled by `queue_placement.spread_copies`, so a member
+on a host that already holds a copy gives way to an up node (member or not)
+on a host or zone without one: it is added, synced, and the duplicate is
+dropped. A down member that the count keeps stays (it is not replaced
+while down), and with every node on one host, or each on its own, the
+choice is the one without hosts.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from logbroker.queue_placement import (
     NodeView,
     ReplicaSpec,
     desired_member_count,
+    spread_copies,
 )
 
 
@@ -62,9 +69,13 @@ def wanted_members(spec: ReplicaSpec, leader: str, members: Sequence[str],
     # Keep the leader, then in-sync members, then the others; drop from the end.
     def rank(member: str) -> tuple[int, int, str]:
         return (member != leader, member not in in_sync or member not in up, member)
-    kept = sorted(dict.fromkeys(members), key=rank)[:count]
-    spare = sorted((n for n in up if n not in kept), key=lambda n: (member_counts.get(n, 0), n))
-    return tuple(kept + spare[:max(0, count - len(kept))])
+    ranked = sorted(dict.fromkeys(members), key=rank)
+    spare = sorted((n for n in up if n not in ranked), key=lambda n: (member_counts.get(n, 0), n))
+    order = ranked + spare
+    # The down members the count keeps stay where they are; the up ones are spread.
+    pinned = [n for n in order[:count] if n == leader or n not in up]
+    picked = set(spread_copies(pinned, [n for n in order if n in up], count, nodes))
+    return tuple(n for n in order if n in picked)
 
 
 def next_step(spec: ReplicaSpec, leader: str, members: Sequence[str], in_sync: Sequence[str],

@@ -46,13 +46,14 @@ AmqpServerConfig = ConnectionConfig
 async def start_amqp_server(
     broker: Broker, host: str, port: int, config: ConnectionConfig | None = None,
     tls: ssl.SSLContext | None = None, clock: Clock = SYSTEM_CLOCK,
-    max_pending_handshakes: int = DEFAULT_MAX_PENDING_HANDSHAKES,
+    max_pending_handshakes: int = DEFAULT_MAX_PENDING_HANDSHAKES, reuse_port: bool = False,
 ) -> asyncio.Server:
     """Listen for AMQP clients on ``host:port`` (port 0: any free port); with `tls`,
     AMQPS: every accepted socket does a TLS handshake first. At most
     `max_pending_handshakes` connections may be between accept and connection.open-ok
     (each for at most the handshake timeout): more are dropped at once, so clients that
-    never log in cannot hold the node's sockets and memory."""
+    never log in cannot hold the node's sockets and memory. `reuse_port`: SO_REUSEPORT,
+    so the workers of one node share the port (the kernel spreads the accepts)."""
     if config is None:
         config = ConnectionConfig(max_message_bytes=broker.config.max_message_bytes)
     if tls is not None and tls.verify_mode != ssl.CERT_NONE:
@@ -84,10 +85,12 @@ async def start_amqp_server(
 
     broker.resources.subscribe(on_alarm)
     if tls is None:
-        server = await asyncio.start_server(on_client, host, port)
+        server = await asyncio.start_server(on_client, host, port,
+                                            reuse_port=reuse_port or None)
     else:
         server = await asyncio.start_server(on_client, host, port, ssl=tls,
-                                            ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+                                            ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
+                                            reuse_port=reuse_port or None)
     _handlers[server] = live
     return server
 

@@ -3,7 +3,8 @@
 Each runs against the node given by `--url` (any member; several URLs fail
 over, except for `leave`, which needs the one node that leaves):
 
-    logbroker cluster status                 # every member: role, up/down since, leader
+    logbroker cluster status                 # every member: role, up/down since, leader;
+                                             # every host: zone, workers, how many up
     logbroker cluster status --json          # the raw GET /api/cluster document
     logbroker cluster join n4@10.0.0.4:25672 # add n4 (started with --join) as a member
     logbroker --url http://admin:pw@n2:15672 cluster leave   # n2 leaves the cluster
@@ -25,6 +26,7 @@ from api.client import Client
 DEFAULT_CLUSTER_PORT = 25672
 STATUS_COLUMNS = ("name", "address", "role", "status", "since", "leader", "connected",
                   "queue_leaders")
+HOST_COLUMNS = ("host", "zone", "workers", "up")
 
 
 def parse_member(text: str, default_port: int = DEFAULT_CLUSTER_PORT) -> tuple[str, str, int]:
@@ -92,7 +94,8 @@ def status_rows(status: Mapping[str, Any], now_ms: int) -> list[list[Any]]:
 
 
 def render_status(status: Mapping[str, Any], now_ms: int | None = None) -> str:
-    """A heading (cluster, leader, term; which node answered) and one row per member."""
+    """A heading (cluster, leader, term; which node answered), one row per member, then
+    one row per host (machine): its zone, its workers (members), how many are up."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     node = status.get("node")
     if status.get("clustered") is False:
@@ -103,7 +106,13 @@ def render_status(status: Mapping[str, Any], now_ms: int | None = None) -> str:
                    f"{status.get('leader') or '(none: no quorum?)'}, term {status.get('term')}, "
                    f"commit index {status.get('commit_index')}, applied index "
                    f"{status.get('applied_index')} (as seen by {node})")
-    return heading + "\n" + format_table(STATUS_COLUMNS, status_rows(status, now))
+    hosts = [[host.get("host_id"), host.get("zone") or "", ", ".join(host.get("workers", ())),
+              f"{host.get('up')}/{len(host.get('workers', ()))}"]
+             for host in status.get("hosts") or ()]
+    text = heading + "\n" + format_table(STATUS_COLUMNS, status_rows(status, now))
+    if hosts:  # older nodes do not say
+        text += "\n\nhosts and their workers:\n" + format_table(HOST_COLUMNS, hosts)
+    return text
 
 
 def status(client: Client, args: argparse.Namespace) -> int:

@@ -112,7 +112,7 @@ def plan(count: int, base_dir: Path, amqp_base: int, http_base: int, cluster_bas
 def serve_command(node: DevNode, nodes: Sequence[DevNode], secret_file: Path,
                   python: str = sys.executable) -> list[str]:
     """The command line that starts `node` as a member of the cluster `nodes`."""
-    return [python, "-m", "logbroker", "serve",
+    return [python, "-m", "logbroker", "serve", "--workers", "1",
             "--node-name", node.name,
             "--host", HOST,
             "--amqp-port", str(node.amqp_port),

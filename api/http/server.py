@@ -30,12 +30,13 @@ class _EmbeddedServer(uvicorn.Server):
         yield
 
 
-def _listening_socket(host: str, port: int) -> socket.socket:
+def _listening_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
     """A TCP listening socket whose protocol is IPPROTO_TCP, not 0.
 
     asyncio sets TCP_NODELAY only on sockets whose `proto` says TCP; with
     `socket.create_server` (proto 0) every response whose headers and body go out
     in two writes would wait out the client's 40 ms delayed ACK (Nagle).
+    `reuse_port`: SO_REUSEPORT, so the workers of one node share the port.
     """
     family, kind, proto, _, address = socket.getaddrinfo(
         host or None, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP,
@@ -43,6 +44,8 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
         sock.listen(1024)
     except OSError:
@@ -53,9 +56,9 @@ def _listening_socket(host: str, port: int) -> socket.socket:
 
 class HttpServer:
     def __init__(self, context: ApiContext, host: str, port: int,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, reuse_port: bool = False) -> None:
         self.context = context
-        self._sock = _listening_socket(host, port)
+        self._sock = _listening_socket(host, port, reuse_port)
         self.port = self._sock.getsockname()[1]
         config = uvicorn.Config(create_app(context), lifespan="off", log_level="warning",
                                 access_log=False, ws_max_size=16 << 20,
@@ -103,8 +106,9 @@ class HttpServer:
 
 
 async def start_http_server(context: ApiContext, host: str, port: int,
-                            tls: ssl.SSLContext | None = None) -> HttpServer:
-    server = HttpServer(context, host, port, tls)
+                            tls: ssl.SSLContext | None = None,
+                            reuse_port: bool = False) -> HttpServer:
+    server = HttpServer(context, host, port, tls, reuse_port)
     await server.start()
     logger.info("%s API on %s:%d (docs at /docs)", "HTTPS" if tls else "HTTP", host,
                 server.port)

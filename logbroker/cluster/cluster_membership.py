@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from logbroker.cluster.asyncio_ports import LoopTimers, TaskSet
@@ -89,18 +89,21 @@ class ClusterMembership:
                 "status": "up" if record.up else "down", "since_ms": record.since_ms,
                 "connected": record.name == self.node_name or record.name in connected,
                 "queue_leaders": leaders.get(record.name, 0),
+                "host_id": record.host_id, "zone": record.zone,
             })
         return {
             "cluster_name": "logbroker",
             "node": self.node_name, "leader": driver.leader_id, "term": driver.term,
             "commit_index": driver.commit_index, "applied_index": driver.applied_index,
-            "nodes": nodes,
+            "nodes": nodes, "hosts": hosts_document(nodes),
         }
 
     # ------------------------------------------------------- add / remove
 
-    async def add_node(self, name: str, host: str, cluster_port: int) -> None:
-        await self._at_leader("cluster.add_node", name, host, cluster_port)
+    async def add_node(self, name: str, host: str, cluster_port: int,
+                       labels: tuple[str, str] = ("", "")) -> None:
+        """`labels`: the node's (host_id, zone), when it said them (a join does)."""
+        await self._at_leader("cluster.add_node", name, host, cluster_port, labels)
 
     async def remove_node(self, name: str) -> None:
         if name not in self._raft().membership.nodes and \
@@ -108,13 +111,14 @@ class ClusterMembership:
             raise BrokerError(NOT_FOUND, f"no cluster node '{name}'")
         await self._at_leader("cluster.remove_node", name, "", 0)
 
-    async def _at_leader(self, op: str, name: str, host: str, port: int) -> None:
+    async def _at_leader(self, op: str, name: str, host: str, port: int,
+                         labels: tuple[str, str] = ("", "")) -> None:
         future: asyncio.Future[BrokerError | None] = asyncio.get_running_loop().create_future()
 
         def done(error: BrokerError | None) -> None:
             if not future.done():
                 future.set_result(error)
-        self._requests.propose(_encode(op, name, host, port), done)
+        self._requests.propose(_encode(op, name, host, port, labels), done)
         error = await future
         if error is not None:
             raise error
@@ -122,11 +126,11 @@ class ClusterMembership:
     async def _here(self, data: bytes) -> Outcome:
         """On the leader: make the change, or first hand leadership over (a leader
         asked to remove itself), after which the request goes to the new leader."""
-        op, name, host, port = _decode(data)
+        op, name, host, port, labels = _decode(data)
         if op == "cluster.remove_node" and name == self.node_name:
             self._hand_over()
             return Retry()
-        await self._change(op, name, host, port)
+        await self._change(op, name, host, port, labels)
         return Accepted()
 
     def _hand_over(self) -> None:
@@ -139,17 +143,20 @@ class ClusterMembership:
     async def _serve_add(self, peer: str, envelope: Envelope) -> Envelope:
         header = envelope.header
         name, host, port = str(header["name"]), str(header["host"]), int(header["cluster_port"])
+        # A joining node says its host and zone, so placement knows them from the start.
+        labels = (str(header.get("host_id", "")), str(header.get("zone", "")))
         if envelope.op == "cluster.join" or not self._raft().is_leader:
-            await self.add_node(name, host, port)
+            await self.add_node(name, host, port, labels)
         else:
-            await self._change("cluster.add_node", name, host, port)
+            await self._change("cluster.add_node", name, host, port, labels)
         return Envelope("ok")
 
     async def _serve_remove(self, peer: str, envelope: Envelope) -> Envelope:
         await self.remove_node(str(envelope.header["name"]))
         return Envelope("ok")
 
-    async def _change(self, op: str, name: str, host: str, port: int) -> None:
+    async def _change(self, op: str, name: str, host: str, port: int,
+                      labels: tuple[str, str] = ("", "")) -> None:
         metadata = self._metadata
         driver = self._raft()
         timeout_s = self._timeout_s
@@ -162,7 +169,7 @@ class ClusterMembership:
                                   f"{record.host}:{record.cluster_port}")
             await metadata.propose(AddClusterNode(
                 name, host, port, record.amqp_port if record else 0,
-                record.http_port if record else 0, self._clock.wall_ms()))
+                record.http_port if record else 0, self._clock.wall_ms(), *labels))
             wanted = [*sorted(driver.membership.nodes), name]
         else:
             wanted = [n for n in sorted(driver.membership.nodes) if n != name]
@@ -193,7 +200,8 @@ class ClusterMembership:
             for seed in seeds:
                 envelope = Envelope("cluster.join", {
                     "name": self.node_name, "host": address.host,
-                    "cluster_port": address.cluster_port})
+                    "cluster_port": address.cluster_port, "host_id": address.host_id,
+                    "zone": address.zone})
                 try:
                     await self._rpc.call(seed.name, envelope, self._timeout_s)
                     logger.info("joined the cluster through %s", seed.name)
@@ -203,13 +211,28 @@ class ClusterMembership:
             await asyncio.sleep(JOIN_RETRY_S)
 
 
-def _encode(op: str, name: str, host: str, port: int) -> bytes:
-    return json.dumps([op, name, host, port]).encode()
+def hosts_document(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The members grouped by machine (`host_id`; a member without one is a machine of
+    its own), with the zone and the workers (member names) of each, sorted by host."""
+    hosts: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        host_id = str(node.get("host_id") or node["name"])
+        entry = hosts.setdefault(host_id, {"host_id": host_id, "zone": "", "workers": [],
+                                           "up": 0})
+        entry["zone"] = entry["zone"] or str(node.get("zone") or "")
+        entry["workers"].append(node["name"])
+        entry["up"] += node.get("status") == "up"
+    return [hosts[key] for key in sorted(hosts)]
 
 
-def _decode(data: bytes) -> tuple[str, str, str, int]:
-    op, name, host, port = json.loads(data)
-    return str(op), str(name), str(host), int(port)
+def _encode(op: str, name: str, host: str, port: int, labels: tuple[str, str]) -> bytes:
+    return json.dumps([op, name, host, port, *labels]).encode()
+
+
+def _decode(data: bytes) -> tuple[str, str, str, int, tuple[str, str]]:
+    op, name, host, port, *labels = json.loads(data)  # no labels from an older node
+    host_id, zone = (*labels, "", "")[:2]
+    return str(op), str(name), str(host), int(port), (str(host_id), str(zone))
 
 
 class MembershipPorts:
@@ -244,7 +267,8 @@ class MembershipPorts:
         self._timers.call_at(monotonic_ms, action)
 
     async def _forward(self, leader: str, data: bytes, timeout_ms: int) -> Outcome:
-        op, name, host, port = _decode(data)
+        op, name, host, port, (host_id, zone) = _decode(data)
         await self._rpc.call(leader, Envelope(op, {"name": name, "host": host,
-                                                   "cluster_port": port}), timeout_ms / 1000)
+                                                   "cluster_port": port, "host_id": host_id,
+                                                   "zone": zone}), timeout_ms / 1000)
         return Accepted()

@@ -75,8 +75,9 @@ from logbroker.cluster.read_index_driver import ReadIndexDriver, ReadIndexPorts
 from logbroker.cluster.remote_queue import RemoteQueueRegistry
 from logbroker.cluster.replica_feed import ReplicaFeed
 from logbroker.cluster.replicated_metadata import ReplicatedMetadata
+from logbroker.cluster.standalone_import import standalone_definitions
 from logbroker.errors import PRECONDITION_FAILED, BrokerError
-from logbroker.metadata import Applied
+from logbroker.metadata import Applied, Command
 from logbroker.metadata.events import (
     ClusterNodeAdded,
     ClusterNodeRemoved,
@@ -118,6 +119,8 @@ class ClusterNode:
             on_peer_change=self._peer_changed, rng=self.rng, tls=settings.link_tls)
         self._driver: RaftDriver | None = None
         self._broker: Broker | None = None
+        # A data dir a standalone node wrote: its definitions found the cluster's.
+        self._imported: list[Command] = []
         self.tasks = TaskSet()
         self.membership = ClusterMembership(
             settings.node_name, self.rpc, self.metadata, lambda: self.driver,
@@ -157,7 +160,7 @@ class ClusterNode:
         settings = self.settings
         core = Controller(ControllerConfig(
             settings.node_name, settings.session_timeout_ms, settings.link_grace_ms,
-            bootstrap=lambda: self.broker.bootstrap_commands()))
+            bootstrap=lambda: self._imported or self.broker.bootstrap_commands()))
         ports = AsyncioControllerPorts(
             RaftMetadataView(self.metadata), TaskProposer(self.metadata.propose, self.tasks),
             RpcStatusAsker(settings.node_name, self.rpc.call,
@@ -191,6 +194,8 @@ class ClusterNode:
     async def start(self) -> Broker:
         settings = self.settings
         self.fs.makedirs(self.config.data_dir)
+        self._imported = standalone_definitions(self.fs, self.config.data_dir,
+                                                settings.node_name)
         founding = EMPTY_MEMBERSHIP if settings.join else desired_roles(
             sorted({settings.node_name, *(peer.name for peer in settings.peers)}))
         broker = Broker(self.config, self.fs, self.metadata, proposer=self.metadata.propose,
@@ -367,10 +372,12 @@ class ClusterNode:
         definition = state.queue_policy_definition(vhost, name)
         connected = self.transport.connected_peers()
         nodes = [NodeView(record.name, record.name == self.node_name
-                          or (record.up and record.name in connected))
+                          or (record.up and record.name in connected),
+                          record.host_id, record.zone)
                  for record in state.cluster_nodes()]
         if not any(view.name == self.node_name for view in nodes):
-            nodes.append(NodeView(self.node_name, True))
+            nodes.append(NodeView(self.node_name, True, self.settings.host_id,
+                                  self.settings.zone))
         try:
             strategy = locator_strategy(arguments, definition, self.settings.default_locator)
             placement = place_queue(
@@ -387,7 +394,8 @@ class ClusterNode:
     def address(self) -> NodeAddress:
         settings = self.settings
         return NodeAddress(settings.node_name, settings.advertised_host, self.transport.port,
-                           settings.amqp_port, settings.http_port)
+                           settings.amqp_port, settings.http_port, settings.host_id,
+                           settings.zone)
 
     def _role_changed(self, soft: SoftState) -> None:
         self.isolation.heard(self.clock.monotonic_ms())  # a new term: from now
@@ -464,7 +472,8 @@ class ClusterNode:
         header = envelope.header
         self.controller.heard(NodeAddress(
             peer, str(header["host"]), int(header["cluster_port"]), int(header["amqp_port"]),
-            int(header["http_port"])))
+            int(header["http_port"]), str(header.get("host_id", "")),  # older nodes: none
+            str(header.get("zone", ""))))
 
     def _pulse(self) -> None:
         """The node's beat, every `heartbeat_ms` of the clock until the node stops."""

@@ -69,6 +69,10 @@ class ClusterSettings:
     proposal_timeout_s: float = 5.0
     raft_tick_s: float = 0.05
     default_locator: str = "client-local"
+    # The machine this node runs on (the workers of one `serve --workers N` share it)
+    # and its zone: placement puts a queue's copies on different ones first.
+    host_id: str = ""
+    zone: str = ""
     # (accepting, dialing) TLS contexts of the cluster link (None: plain TCP).
     link_tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None
 

@@ -135,7 +135,8 @@ class RpcHeartbeats:
     def send(self, leader: str, address: NodeAddress) -> None:
         self._rpc.notify(leader, Envelope("cluster.heartbeat", {
             "host": address.host, "cluster_port": address.cluster_port,
-            "amqp_port": address.amqp_port, "http_port": address.http_port}))
+            "amqp_port": address.amqp_port, "http_port": address.http_port,
+            "host_id": address.host_id, "zone": address.zone}))
 
 
 @dataclass

@@ -46,6 +46,8 @@ class NodeAddress:
     cluster_port: int
     amqp_port: int
     http_port: int
+    host_id: str = ""  # the machine it runs on ("": its own), placement's unit
+    zone: str = ""
 
 
 class LivenessTracker:
@@ -105,7 +107,7 @@ class LivenessTracker:
             if address is not None and (record is None or _moved(record, address)):
                 self._propose(commands, ("address", address), AddClusterNode(
                     name, address.host, address.cluster_port, address.amqp_port,
-                    address.http_port, stamp), now_ms)
+                    address.http_port, stamp, address.host_id, address.zone), now_ms)
                 continue
             if record is None:
                 continue
@@ -125,5 +127,9 @@ class LivenessTracker:
 
 
 def _moved(record: ClusterNodeRecord, address: NodeAddress) -> bool:
-    return (record.host, record.cluster_port, record.amqp_port, record.http_port) != (
-        address.host, address.cluster_port, address.amqp_port, address.http_port)
+    if (record.host, record.cluster_port, record.amqp_port, record.http_port) != (
+            address.host, address.cluster_port, address.amqp_port, address.http_port):
+        return True
+    # An empty label keeps the recorded one (AddClusterNode), so it is no change.
+    return any(said and said != kept for said, kept in (
+        (address.host_id, record.host_id), (address.zone, record.zone)))

@@ -56,7 +56,7 @@ class ReplicaMover:
             return []  # every step depends on the metadata only
         self._scanned_index = view.applied_index
         state = view.state
-        nodes = [NodeView(n.name, n.up) for n in state.cluster_nodes()]
+        nodes = [NodeView(n.name, n.up, n.host_id, n.zone) for n in state.cluster_nodes()]
         up = {node.name for node in nodes if node.up}
         counts = state.queue_member_counts()
         moving = set(self._moving.values())

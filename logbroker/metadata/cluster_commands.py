@@ -7,6 +7,9 @@ that queue placement (`logbroker.queue_placement`) and failover work from.
 - `AddClusterNode`: a new node starts up since `since_ms`; for a known node
   only its address (host, ports) is updated, its liveness is kept (that is
   `SetNodeLiveness`'s business). The same address again changes nothing.
+  Its `host_id` and `zone` (the machine and zone placement spreads copies
+  over) are at most `MAX_LABEL` characters; empty ones keep what a known
+  node has recorded (a join knows only the address).
 - `RemoveClusterNode`: 404 for an unknown node. Queues it leads or
   replicates keep their record, naming it still: moving them is a failover
   decision (`SetQueuePlacement`), and `ClusterNodeRemoved` lists them.
@@ -51,6 +54,7 @@ from logbroker.metadata.state_data import StateData
 
 Plan = Callable[[], list[Event]]
 MAX_PORT = 65535
+MAX_LABEL = 255
 
 
 def _nothing() -> list[Event]:
@@ -91,6 +95,14 @@ def _check_since(value: int) -> None:
         raise precondition_failed(f"since_ms must be a non-negative integer, got {value!r}")
 
 
+def _check_label(what: str, value: str) -> None:
+    if not (isinstance(value, str) and len(value) <= MAX_LABEL):
+        raise precondition_failed(
+            f"cluster node {what} must be a string of at most {MAX_LABEL} characters, "
+            f"got {value!r}"
+        )
+
+
 def plan_add_cluster_node(data: StateData, command: AddClusterNode) -> Plan:
     if not command.name:
         raise precondition_failed("a cluster node name must not be empty")
@@ -100,11 +112,13 @@ def plan_add_cluster_node(data: StateData, command: AddClusterNode) -> Plan:
     _check_port("amqp_port", command.amqp_port, 0)  # 0: that listener is off
     _check_port("http_port", command.http_port, 0)
     _check_since(command.since_ms)
+    _check_label("host_id", command.host_id)
+    _check_label("zone", command.zone)
     existing = data.cluster_nodes.get(command.name)
     if existing is None:
         record = ClusterNodeRecord(
             command.name, command.host, command.cluster_port, command.amqp_port,
-            command.http_port, True, command.since_ms,
+            command.http_port, True, command.since_ms, command.host_id, command.zone,
         )  # fmt: skip
 
         def add() -> list[Event]:
@@ -114,7 +128,8 @@ def plan_add_cluster_node(data: StateData, command: AddClusterNode) -> Plan:
         return add
     updated = ClusterNodeRecord(
         command.name, command.host, command.cluster_port, command.amqp_port, command.http_port,
-        existing.up, existing.since_ms,
+        existing.up, existing.since_ms, command.host_id or existing.host_id,
+        command.zone or existing.zone,
     )  # fmt: skip
     if updated == existing:
         return _nothing
@@ -153,10 +168,7 @@ def plan_set_node_liveness(data: StateData, command: SetNodeLiveness) -> Plan:
     _check_since(command.since_ms)
     if record.up == command.up:
         return _nothing
-    updated = ClusterNodeRecord(
-        record.name, record.host, record.cluster_port, record.amqp_port, record.http_port,
-        command.up, command.since_ms,
-    )  # fmt: skip
+    updated = dataclasses.replace(record, up=command.up, since_ms=command.since_ms)
 
     def change() -> list[Event]:
         data.cluster_nodes[command.name] = updated

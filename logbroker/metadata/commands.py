@@ -223,7 +223,8 @@ class ClearParameter(_TableFields):
 
 @dataclass(frozen=True)
 class AddClusterNode(_TableFields):
-    """Add a node to the cluster (up since `since_ms`), or update a known node's address."""
+    """Add a node to the cluster (up since `since_ms`), or update a known node's address.
+    `host_id` / `zone`: its machine and zone ("" on a known node: keep the recorded ones)."""
 
     name: str
     host: str
@@ -231,6 +232,8 @@ class AddClusterNode(_TableFields):
     amqp_port: int
     http_port: int
     since_ms: int
+    host_id: str = ""
+    zone: str = ""
 
 
 @dataclass(frozen=True)

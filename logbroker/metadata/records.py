@@ -194,6 +194,9 @@ class ClusterNodeRecord:
 
     `up` / `since_ms` are the controller's view (`SetNodeLiveness`), recorded
     so every node agrees on which nodes placement and failover may use.
+    `host` is where to reach it; `host_id` the machine it runs on (the workers
+    of one `serve --workers N` share it; "": unknown, a machine of its own)
+    and `zone` its optional rack or zone label, which placement spreads over.
     """
 
     name: str
@@ -203,6 +206,8 @@ class ClusterNodeRecord:
     http_port: int
     up: bool
     since_ms: int
+    host_id: str = ""
+    zone: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -213,6 +218,8 @@ class ClusterNodeRecord:
             "http_port": self.http_port,
             "up": self.up,
             "since_ms": self.since_ms,
+            "host_id": self.host_id,
+            "zone": self.zone,
         }
 
     @classmethod
@@ -225,6 +232,8 @@ class ClusterNodeRecord:
             data["http_port"],
             data["up"],
             data["since_ms"],
+            data.get("host_id", ""),  # absent before hosts were recorded
+            data.get("zone", ""),
         )
 
 

@@ -69,7 +69,7 @@ def start_broker(data_dir: Path, *extra: str, amqp_port: int | None = None,
     log_path = data_dir.parent / f"{data_dir.name}.log"
     log_file = open(log_path, "wb")  # noqa: SIM115 -- the child writes it until it stops
     process = subprocess.Popen(
-        [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(data_dir),
+        [sys.executable, "-m", "logbroker", "serve", "--workers", "1", "--data-dir", str(data_dir),
          "--host", "127.0.0.1", "--amqp-port", str(amqp_port), "--http-port", str(http_port),
          *extra],
         stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -46,7 +46,8 @@ def broker_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     log_path = data_dir / "serve.log"
     with open(log_path, "wb") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(data_dir / "data"),
+            [sys.executable, "-m", "logbroker", "serve", "--workers", "1",
+             "--data-dir", str(data_dir / "data"),
              "--amqp-port", str(port), "--http-port", str(free_port()), "--host", "127.0.0.1"],
             cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT,
         )

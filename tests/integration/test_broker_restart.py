@@ -45,7 +45,8 @@ class BrokerProcess:
     def start(self) -> None:
         log = open(self.data_dir.parent / f"serve-{self.port}.log", "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "logbroker", "serve", "--data-dir", str(self.data_dir),
+            [sys.executable, "-m", "logbroker", "serve", "--workers", "1",
+             "--data-dir", str(self.data_dir),
              "--amqp-port", str(self.port), "--http-port", str(self.http_port),
              "--host", "127.0.0.1"],
             cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,

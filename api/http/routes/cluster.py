@@ -46,8 +46,9 @@ def standalone_status(ctx: ApiContext) -> dict[str, Any]:
             "name": name, "host": ctx.listeners.host, "cluster_port": None,
             "amqp_port": ctx.listeners.amqp_port, "http_port": ctx.listeners.http_port,
             "role": "voter", "status": "up", "since_ms": ctx.started_at_ms,
-            "connected": True, "queue_leaders": queue_count,
+            "connected": True, "queue_leaders": queue_count, "host_id": "", "zone": "",
         }],
+        "hosts": [{"host_id": name, "zone": "", "workers": [name], "up": 1}],
     }
 
 

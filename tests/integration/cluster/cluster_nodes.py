@@ -48,7 +48,8 @@ class Node:
     def start(self) -> None:
         with open(self.log_path, "ab") as log_file:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "logbroker", "serve", *self.args], stdout=log_file,
+                [sys.executable, "-m", "logbroker", "serve", "--workers", "1",
+                 *self.args], stdout=log_file,
                 stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def kill(self) -> None:

@@ -74,7 +74,7 @@ def test_a_cluster_over_tls_links_replicates_and_keeps_a_foreign_node_out(
         log = tmp_path / "n9.log"
         with open(log, "wb") as output:
             intruder = subprocess.Popen(
-                [sys.executable, "-m", "logbroker", "serve", "--node-name", "n9",
+                [sys.executable, "-m", "logbroker", "serve", "--workers", "1", "--node-name", "n9",
                  "--data-dir", str(tmp_path / "n9"), "--host", "127.0.0.1",
                  "--amqp-port", str(free_port()), "--http-port", str(free_port()),
                  "--cluster-port", str(free_port()), "--cluster-secret-file", str(secret),

@@ -59,7 +59,7 @@ def test_each_node_gets_its_own_ports_and_every_peer(tmp_path: Path) -> None:
     assert all(command[0] == "py" for command in commands)
     peers = "n1@127.0.0.1:26000,n2@127.0.0.1:26001,n3@127.0.0.1:26002"
     assert flags(commands[1]) == {
-        "--node-name": "n2", "--host": "127.0.0.1", "--amqp-port": "6001",
+        "--workers": "1", "--node-name": "n2", "--host": "127.0.0.1", "--amqp-port": "6001",
         "--http-port": "16001", "--cluster-port": "26001",
         "--data-dir": str(tmp_path / "n2"), "--peers": peers,
         "--cluster-secret-file": str(secret)}

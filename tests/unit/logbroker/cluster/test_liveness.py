@@ -281,3 +281,16 @@ def test_a_new_controller_counts_the_grace_from_its_own_link_loss() -> None:
     tracker.took_over(MEMBERS, 1400, disconnected=["b"])
     assert tracker.decide(MEMBERS, all_up(), 1499) == []
     assert tracker.decide(MEMBERS, all_up(), 1500) == [SetNodeLiveness("b", False, 1500)]
+
+
+def test_a_host_or_zone_heard_is_recorded_and_an_empty_one_changes_nothing() -> None:
+    tracker = controller(now=0)
+    tracker.heard(NodeAddress("b", "127.0.0.1", 25672, 5672, 15672, "hB", "z1"), 10)
+    tracker.heard(address("c"), 10)
+    assert tracker.decide(MEMBERS, all_up(), 10) == [
+        AddClusterNode("b", "127.0.0.1", 25672, 5672, 15672, 10, "hB", "z1")]
+    labelled = [record("a"), ClusterNodeRecord("b", "127.0.0.1", 25672, 5672, 15672, True, 0,
+                                               "hB", "z1"), record("c")]
+    assert tracker.decide(MEMBERS, labelled, 20) == []
+    tracker.heard(address("b"), 30)  # an older node says no host: the record stays
+    assert tracker.decide(MEMBERS, labelled, 30) == []

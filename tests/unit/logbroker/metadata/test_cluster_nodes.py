@@ -287,3 +287,27 @@ def test_a_snapshot_from_before_clustering_still_loads(state: MetadataState) -> 
     queue = restored.queue("/", "q")
     assert queue == QueueRecord("/", "q", True, None, False, {"x-max-length": 1})
     assert (queue.leader_node, queue.members) == (None, ())
+
+
+def test_a_nodes_host_and_zone_are_recorded_kept_by_a_bare_update_and_checked(
+        state: MetadataState) -> None:
+    state.apply(AddClusterNode("w2", "127.0.0.1", 25673, 5672, 15672, 200, "hA", "z1"))
+    assert (state.cluster_node("w2").host_id, state.cluster_node("w2").zone) == ("hA", "z1")
+    # A join knows only the address: the labels stay.
+    applied = state.apply(AddClusterNode("w2", "127.0.0.2", 25673, 5672, 15672, 300))
+    record = state.cluster_node("w2")
+    assert (record.host, record.host_id, record.zone) == ("127.0.0.2", "hA", "z1")
+    assert applied.events == (ClusterNodeUpdated(record, ClusterNodeRecord(
+        "w2", "127.0.0.1", 25673, 5672, 15672, True, 200, "hA", "z1")),)
+    state.apply(AddClusterNode("w2", "127.0.0.2", 25673, 5672, 15672, 300, "hB"))
+    assert (state.cluster_node("w2").host_id, state.cluster_node("w2").zone) == ("hB", "z1")
+    error = refused(state, AddClusterNode("w3", "h", 25674, 5672, 15672, 0, "x" * 256))
+    assert error.reply_code == 406 and "host_id" in str(error)
+    error = refused(state, AddClusterNode("w3", "h", 25674, 5672, 15672, 0, "", "z" * 256))
+    assert "zone" in str(error)
+    restored = MetadataState.from_snapshot(json.loads(json.dumps(state.snapshot())))
+    assert restored.cluster_node("w2") == state.cluster_node("w2")
+    old = ClusterNodeRecord.from_json({"name": "o", "host": "h", "cluster_port": 1,
+                                       "amqp_port": 0, "http_port": 0, "up": True,
+                                       "since_ms": 0})
+    assert (old.host_id, old.zone) == ("", "")
