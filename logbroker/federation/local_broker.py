@@ -1,13 +1,16 @@
-"""`LocalBroker`: the downstream broker as federation links see it (the `LocalExchange` port)."""
+"""`LocalBroker`: this broker as federation links and shovels see it (their ports)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from logbroker.broker_config import Session
 from logbroker.message import Message
 from logbroker.metadata import ClearParameter
 from logbroker.metadata.parameters import SHOVEL
 from logbroker.metadata.records import ExchangeRecord
+from logbroker.queue.delivery_sink import DeliverySink
+from logbroker.queue.queue_type import QueueType
 
 if TYPE_CHECKING:
     from logbroker.broker import Broker
@@ -35,6 +38,18 @@ class LocalBroker:
     async def publish(self, vhost: str, message: Message) -> bool:
         result = await self._broker.publisher.publish(vhost, message)
         return result.confirmed
+
+    async def consume_here(self, vhost: str, queue: str, sink: DeliverySink, *, no_ack: bool,
+                           prefetch_count: int) -> tuple[str, QueueType]:
+        return await self._broker.consuming.consume_as_broker(
+            vhost, queue, sink, connection_id=sink.channel_key, no_ack=no_ack,
+            prefetch_count=prefetch_count)
+
+    def release_here(self, vhost: str, queue: str, consumer_tag: str,
+                     channel_key: str) -> None:
+        session = Session(channel_key, "", vhost)
+        self._broker.consuming.cancel(session, queue, consumer_tag)
+        self._broker.consuming.channel_closed(vhost, channel_key, {queue})
 
     def queue_demand(self, vhost: str, queue: str) -> int:
         shell = self._broker.queue(vhost, queue)
