@@ -15,7 +15,7 @@ from api.http.leases import LeaseTable
 from api.http.rates import RateSampler
 from logbroker.broker import Broker
 from logbroker.cluster.cluster_control import ClusterControl, ReplicaControl
-from logbroker.federation.federation_links import FederationLinks
+from logbroker.federation.federation_statuses import FederationStatuses
 from segments.clock import SYSTEM_CLOCK, Clock
 
 HTTP_CONNECTION_ID = "http"  # REST calls share one pseudo-connection (no exclusive queues)
@@ -45,7 +45,7 @@ class ApiContext:
     rates: RateSampler = field(default_factory=RateSampler)
     max_body_bytes: int = 64 * 1024 * 1024
     metrics_auth: bool = False  # /metrics asks for a monitoring login (--metrics-auth)
-    federation: FederationLinks | None = None  # the node's federation links (status)
+    federation: FederationStatuses | None = None  # federation links and shovels (status)
     connection_id: str = HTTP_CONNECTION_ID
     cluster: ClusterControl | None = None
     replicas: ReplicaControl | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from logbroker.broker_config import Session
+from logbroker.cluster_name import cluster_name
 from logbroker.message import Message
 from logbroker.metadata import ClearParameter
 from logbroker.metadata.parameters import SHOVEL
@@ -27,6 +28,10 @@ class LocalBroker:
     @property
     def node_name(self) -> str:
         return self._broker.config.node_name
+
+    @property
+    def cluster_name(self) -> str:
+        return cluster_name(self._broker.state, self._broker.config.node_name)
 
     def exchange(self, vhost: str, name: str) -> ExchangeRecord | None:
         return self._broker.state.exchange(vhost, name)

@@ -10,9 +10,13 @@ basic.get, publishes each to the local queue, and acks the upstream once the loc
 publish is confirmed (`on-confirm`; `on-publish` acks first, `no-ack` fetches
 without acks). So a message moves, it is not copied; a local basic.get creates no
 demand; a kill -9 of either side loses nothing (what was not acked upstream is
-fetched again). Without demand, or with the upstream queue empty, the link looks
-again every `POLL_S`. Failures close the connection, are recorded in the status,
-and the link reconnects after `reconnect-delay`.
+fetched again); each moved message carries, as RabbitMQ's do, an `x-received-from`
+entry naming the upstream (URI, queue, cluster name) and whether the upstream had
+delivered it before (`redelivered`): a copy that crosses twice says so, and
+`user_id` is cleared unless the upstream has `trust-user-id`. Without demand, or
+with the upstream queue empty, the link looks again every `POLL_S`. Failures
+close the connection, are recorded in the status, and the link reconnects after
+`reconnect-delay`.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pamqp.commands import Basic
 from logbroker.federation.link_plan import LinkKey, Upstream
 from logbroker.federation.link_status import LinkStatus
 from logbroker.federation.link_task import LinkTask, amqp_connection, reconnect_forever, redact
+from logbroker.federation.received_from import with_hop
 from logbroker.message import Message
 from segments.clock import Clock
 
@@ -75,17 +80,20 @@ class QueueLink:
         async with amqp_connection(uri) as connection:
             channel = await connection.channel()
             await channel.queue_declare(self.upstream_queue, durable=True)
+            hop = {"uri": redact(uri), "queue": self.upstream_queue,
+                   "cluster-name": str(connection.server_properties.get("cluster_name", ""))}
             self.status.running(self._clock.wall_ms())
             while True:
                 demand = min(self._local.queue_demand(self.key.vhost, self.key.exchange),
                              self.upstream.prefetch_count)
-                moved = await self._fetch(channel, demand) if demand > 0 else 0
+                moved = await self._fetch(channel, demand, hop) if demand > 0 else 0
                 if moved == 0:
                     if connection.is_closed:
                         raise ConnectionError("the upstream closed the connection")
                     await asyncio.sleep(POLL_S)
 
-    async def _fetch(self, channel: aiormq.abc.AbstractChannel, demand: int) -> int:
+    async def _fetch(self, channel: aiormq.abc.AbstractChannel, demand: int,
+                     hop: dict[str, str]) -> int:
         """Move up to `demand` messages; how many moved (0: the upstream queue is empty)."""
         no_ack = self.upstream.ack_mode == "no-ack"
         for moved in range(demand):
@@ -93,7 +101,12 @@ class QueueLink:
             if not isinstance(got.delivery, Basic.GetOk):
                 return moved
             tag = got.delivery.delivery_tag or 0
-            message = Message("", self.key.exchange, got.body, got.header.properties)
+            properties = got.header.properties
+            properties.headers = with_hop(properties.headers or {}, {
+                **hop, "redelivered": bool(got.delivery.redelivered)})
+            if not self.upstream.trust_user_id:
+                properties.user_id = None  # RabbitMQ clears it unless trusted
+            message = Message("", self.key.exchange, got.body, properties)
             if self.upstream.ack_mode == "on-publish":
                 await channel.basic_ack(tag)
                 await self._local.publish(self.key.vhost, message)

@@ -3,9 +3,12 @@ then; a basic.get does not pull."""
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pika
@@ -28,11 +31,12 @@ def pair(tmp_path: Path) -> Iterator[dict[str, BrokerProcess]]:
             broker.stop()
 
 
-def federate_queue(downstream: BrokerProcess, upstream: BrokerProcess) -> None:
+def federate_queue(downstream: BrokerProcess, upstream: BrokerProcess,
+                   **settings: object) -> None:
     with httpx.Client(base_url=downstream.url, auth=GUEST, timeout=10) as http:
         uri = f"amqp://guest:guest@127.0.0.1:{upstream.amqp_port}/%2F"
         assert http.put("/api/parameters/federation-upstream/%2F/up",
-                        json={"value": {"uri": uri}}).status_code == 201
+                        json={"value": {"uri": uri, **settings}}).status_code == 201
         http.put("/api/queues/%2F/work", json={"durable": True})
         assert http.put("/api/policies/%2F/fq", json={
             "pattern": "^work$", "apply-to": "queues",
@@ -100,3 +104,64 @@ def test_a_local_backlog_is_served_before_anything_moves(pair: dict[str, BrokerP
         channel.cancel()
     assert sorted(first) == sorted(f"own{index}".encode() for index in range(5))
     assert depth(a) >= 15  # a few may have moved once b's backlog ran out, not before
+
+
+class Consumer(threading.Thread):
+    """Consumes `work` on `broker` with acks, reconnecting (bounded in time) when the broker
+    goes away; records each delivery's body and whether it was flagged redelivered (by
+    the AMQP flag, or by the link in `x-received-from`)."""
+
+    def __init__(self, broker: BrokerProcess, deadline_s: float) -> None:
+        super().__init__(daemon=True)
+        self.port, self.deadline = broker.amqp_port, time.monotonic() + deadline_s
+        self.got: list[tuple[bytes, bool]] = []
+        self.wanted: set[bytes] = set()
+
+    def run(self) -> None:
+        while time.monotonic() < self.deadline and not self.wanted <= self.bodies():
+            try:
+                with pika.BlockingConnection(pika.ConnectionParameters(
+                        "127.0.0.1", self.port, connection_attempts=1)) as connection:
+                    channel = connection.channel()
+                    channel.basic_qos(prefetch_count=500)
+                    for method, properties, body in channel.consume("work",
+                                                                    inactivity_timeout=1):
+                        if method is not None:
+                            self.got.append((body, self._flagged(method, properties)))
+                            channel.basic_ack(method.delivery_tag)
+                        if time.monotonic() > self.deadline or self.wanted <= self.bodies():
+                            return
+            except (pika.exceptions.AMQPError, ConnectionError):
+                time.sleep(0.2)
+
+    @staticmethod
+    def _flagged(method: Any, properties: Any) -> bool:
+        received = (properties.headers or {}).get("x-received-from") or [{}]
+        return bool(method.redelivered or received[-1].get("redelivered"))
+
+    def bodies(self) -> set[bytes]:
+        return {body for body, _ in self.got}
+
+
+@pytest.mark.parametrize("victim", ["a", "b"])
+def test_on_confirm_loses_nothing_when_either_side_is_killed(
+        pair: dict[str, BrokerProcess], victim: str) -> None:
+    count = 10_000
+    publish(pair["a"], count)
+    federate_queue(pair["b"], pair["a"], **{"ack-mode": "on-confirm", "prefetch-count": 500})
+    consumer = Consumer(pair["b"], deadline_s=90)
+    consumer.wanted = {f"w{index}".encode() for index in range(count)}
+    consumer.start()
+    wait_for(lambda: len(consumer.got) > count // 3, "a third moved and consumed", 60)
+    broker = pair[victim]
+    broker.process.send_signal(signal.SIGKILL)
+    broker.process.wait(10)
+    pair[victim] = start_broker(broker.data_dir, "--node-name", f"fq-{victim}",
+                                amqp_port=broker.amqp_port, http_port=broker.http_port)
+    consumer.join(100)
+    assert consumer.bodies() == consumer.wanted  # every message arrived
+    seen: set[bytes] = set()
+    for body, flagged in consumer.got:
+        assert body not in seen or flagged, body  # a second copy says it came again
+        seen.add(body)
+    wait_for(lambda: depth(pair["a"]) == 0, "the upstream queue to be empty", 20)
