@@ -107,13 +107,13 @@ def test_a_local_backlog_is_served_before_anything_moves(pair: dict[str, BrokerP
 
 
 class Consumer(threading.Thread):
-    """Consumes `work` on `broker` with acks, reconnecting (bounded in time) when the broker
+    """Consumes `work` on a broker with acks, reconnecting (bounded in time) when the broker
     goes away; records each delivery's body and whether it was flagged redelivered (by
     the AMQP flag, or by the link in `x-received-from`)."""
 
-    def __init__(self, broker: BrokerProcess, deadline_s: float) -> None:
+    def __init__(self, amqp_port: int, deadline_s: float) -> None:
         super().__init__(daemon=True)
-        self.port, self.deadline = broker.amqp_port, time.monotonic() + deadline_s
+        self.port, self.deadline = amqp_port, time.monotonic() + deadline_s
         self.got: list[tuple[bytes, bool]] = []
         self.wanted: set[bytes] = set()
 
@@ -149,7 +149,7 @@ def test_on_confirm_loses_nothing_when_either_side_is_killed(
     count = 10_000
     publish(pair["a"], count)
     federate_queue(pair["b"], pair["a"], **{"ack-mode": "on-confirm", "prefetch-count": 500})
-    consumer = Consumer(pair["b"], deadline_s=90)
+    consumer = Consumer(pair["b"].amqp_port, deadline_s=90)
     consumer.wanted = {f"w{index}".encode() for index in range(count)}
     consumer.start()
     wait_for(lambda: len(consumer.got) > count // 3, "a third moved and consumed", 60)

@@ -113,7 +113,7 @@ def _shovel(broker: BrokerProcess, name: str, value: dict[str, object]) -> None:
 
 
 def _finished(broker: BrokerProcess) -> bool:
-    return httpx.get(f"{broker.url}/api/parameters/shovel", auth=GUEST).json() == []
+    return bool(httpx.get(f"{broker.url}/api/parameters/shovel", auth=GUEST).json() == [])
 
 
 def test_a_shovel_between_two_local_queues_moves_all_without_a_connection(
