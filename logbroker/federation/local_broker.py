@@ -36,6 +36,9 @@ class LocalBroker:
     def exchange(self, vhost: str, name: str) -> ExchangeRecord | None:
         return self._broker.state.exchange(vhost, name)
 
+    def queue_exists(self, vhost: str, queue: str) -> bool:
+        return self._broker.state.queue(vhost, queue) is not None
+
     def binding_keys(self, vhost: str, exchange: str) -> set[tuple[str, tuple[Any, ...]]]:
         return {(binding.routing_key, tuple(sorted(binding.arguments.items())))
                 for binding in self._broker.state.bindings(vhost) if binding.source == exchange}

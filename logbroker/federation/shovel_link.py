@@ -86,6 +86,8 @@ class LocalShovelSide(LocalConsuming, Protocol):
     @property
     def node_name(self) -> str: ...
 
+    def queue_exists(self, vhost: str, queue: str) -> bool: ...
+
     def publish(self, vhost: str, message: Message) -> Awaitable[bool]:
         """Publish on this broker (to the message's exchange); True once confirmed."""
         ...
@@ -139,11 +141,18 @@ class ShovelLink:
         self.status.starting(self._clock.wall_ms(), redact(src_uri))
         self._in_flight = 0
         async with contextlib.AsyncExitStack() as stack:
-            publish = await self._destination(stack, dest_uri)
+            # The source first: a shovel whose source is not there goes no further.
             src_vhost = local_vhost(src_uri)
-            closed = (await self._consume_here(stack, src_vhost, publish)
-                      if src_vhost is not None
-                      else await self._consume_there(stack, src_uri, publish))
+            if src_vhost is not None:
+                self._check_local_source(src_vhost)
+                publish = await self._destination(stack, dest_uri)
+                closed = await self._consume_here(stack, src_vhost, publish)
+            else:
+                source = await stack.enter_async_context(amqp_connection(src_uri))
+                channel = await source.channel()
+                queue = await self._source_queue(channel)
+                publish = await self._destination(stack, dest_uri)
+                closed = await self._consume_there(source, channel, queue, publish)
             if self._left == 0:
                 self._finished.set()
                 return
@@ -158,13 +167,19 @@ class ShovelLink:
                 raise ConnectionError(closed.result() if closed.done()
                                       else "the source went away")
 
+    def _check_local_source(self, vhost: str) -> None:
+        queue = self.spec.src_queue
+        if queue is None:
+            raise ValueError("a source exchange on this broker (src-uri amqp:// with "
+                             "src-exchange) is not served yet: use src-queue")
+        if not self._local.queue_exists(vhost, queue):
+            raise ValueError(f"no queue '{queue}' in vhost '{vhost}' on this broker")
+
     async def _consume_here(self, stack: contextlib.AsyncExitStack, vhost: str,
                             publish: Publish) -> asyncio.Future[str]:
         """Consume from a queue of this broker (no connection); resolves when it stops."""
         spec = self.spec
-        if spec.src_queue is None:
-            raise ValueError("a source exchange on this broker (src-uri amqp:// with "
-                             "src-exchange) is not served yet: use src-queue")
+        assert spec.src_queue is not None  # _check_local_source
         no_ack = spec.ack_mode == "no-ack"
 
         async def forward(delivery: LocalDelivery) -> None:
@@ -184,12 +199,10 @@ class ShovelLink:
             self._left = (await endpoint.stats()).messages  # what is there now, as below
         return source.closed
 
-    async def _consume_there(self, stack: contextlib.AsyncExitStack, src_uri: str,
+    async def _consume_there(self, source: aiormq.Connection,
+                             channel: aiormq.abc.AbstractChannel, queue: str,
                              publish: Publish) -> asyncio.Future[str]:
-        """Consume over AMQP from `src_uri`; resolves when that connection closes."""
-        source = await stack.enter_async_context(amqp_connection(src_uri))
-        channel = await source.channel()
-        queue = await self._source_queue(channel)
+        """Consume over AMQP from `queue`; resolves when the connection closes."""
         no_ack = self.spec.ack_mode == "no-ack"
         if not no_ack:
             await channel.basic_qos(prefetch_count=self.spec.prefetch_count)
