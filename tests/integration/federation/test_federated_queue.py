@@ -165,3 +165,22 @@ def test_on_confirm_loses_nothing_when_either_side_is_killed(
         assert body not in seen or flagged, body  # a second copy says it came again
         seen.add(body)
     wait_for(lambda: depth(pair["a"]) == 0, "the upstream queue to be empty", 20)
+
+
+def test_a_queue_link_clears_user_id_unless_trusted(pair: dict[str, BrokerProcess]) -> None:
+    a, b = pair["a"], pair["b"]
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", a.amqp_port)) as c:
+        channel = c.channel()
+        channel.queue_declare("work", durable=True)
+        channel.confirm_delivery()
+        channel.basic_publish("", "work", b"signed", pika.BasicProperties(
+            delivery_mode=2, user_id="guest"))
+    federate_queue(b, a)  # trust-user-id: false, RabbitMQ's default
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.amqp_port)) as c:
+        channel = c.channel()
+        method, properties, body = next(channel.consume("work", inactivity_timeout=10))
+        assert method is not None, "nothing moved"
+        channel.basic_ack(method.delivery_tag)
+        channel.cancel()
+    assert body == b"signed" and properties.user_id is None
+    assert properties.headers["x-received-from"][0]["queue"] == "work"
