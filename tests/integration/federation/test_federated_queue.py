@@ -3,6 +3,7 @@ then; a basic.get does not pull."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import threading
 import time
@@ -10,9 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiormq
 import httpx
 import pika
 import pytest
+from pamqp.commands import Basic
 
 from tests.integration.conftest import BrokerProcess, start_broker, wait_for
 
@@ -58,6 +61,30 @@ def publish(broker: BrokerProcess, count: int, prefix: str = "w") -> None:
         for index in range(count):
             channel.basic_publish("", "work", f"{prefix}{index}".encode(),
                                   pika.BasicProperties(delivery_mode=2))
+
+
+def publish_many(broker: BrokerProcess, count: int) -> None:
+    """`publish`, with up to `WINDOW` confirms awaited at once (pika waits for each)."""
+    asyncio.run(_publish_many(broker.amqp_port, count))
+
+
+WINDOW = 500
+
+
+async def _publish_many(port: int, count: int) -> None:
+    connection = await aiormq.connect(f"amqp://guest:guest@127.0.0.1:{port}/")
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        await channel.queue_declare("work", durable=True)
+        persistent = aiormq.spec.Basic.Properties(delivery_mode=2)
+        for start in range(0, count, WINDOW):
+            confirms = await asyncio.gather(*(
+                channel.basic_publish(f"w{index}".encode(), routing_key="work",
+                                      properties=persistent)
+                for index in range(start, min(count, start + WINDOW))))
+            assert all(isinstance(confirm, Basic.Ack) for confirm in confirms)
+    finally:
+        await connection.close()
 
 
 def test_messages_move_only_to_where_consumers_wait(pair: dict[str, BrokerProcess]) -> None:
@@ -147,7 +174,7 @@ class Consumer(threading.Thread):
 def test_on_confirm_loses_nothing_when_either_side_is_killed(
         pair: dict[str, BrokerProcess], victim: str) -> None:
     count = 10_000
-    publish(pair["a"], count)
+    publish_many(pair["a"], count)
     federate_queue(pair["b"], pair["a"], **{"ack-mode": "on-confirm", "prefetch-count": 500})
     consumer = Consumer(pair["b"].amqp_port, deadline_s=90)
     consumer.wanted = {f"w{index}".encode() for index in range(count)}

@@ -15,8 +15,7 @@ import pytest
 
 from tests.integration.cluster.cluster_nodes import Node, queue_leader, running_cluster
 from tests.integration.conftest import BrokerProcess, start_broker, wait_for
-from tests.integration.federation.test_federated_queue import Consumer
-from tests.integration.federation.test_federated_queue import publish as publish_work
+from tests.integration.federation.test_federated_queue import Consumer, publish_many
 
 pytestmark = pytest.mark.slow
 GUEST = ("guest", "guest")
@@ -91,7 +90,7 @@ def test_one_node_runs_the_link_and_it_moves_when_that_node_dies(
 def test_a_queue_link_runs_on_the_queue_leader_and_follows_it(
         tmp_path: Path, upstream: BrokerProcess) -> None:
     count = 2_000
-    publish_work(upstream, count)
+    publish_many(upstream, count)
     (tmp_path / "cluster").mkdir()
     with running_cluster(tmp_path / "cluster") as nodes:
         with httpx.Client(base_url=nodes[0].url, auth=GUEST, timeout=10) as http:
