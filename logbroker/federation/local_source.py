@@ -7,7 +7,8 @@ channel key of its own, and it is the consumer's `DeliverySink`. Each delivery
 starts one forward (the shovel's callback: publish to the destination, then
 settle). The source's `credit` is `prefetch` minus the forwards in flight, so
 the queue never hands it more than `prefetch` messages at once, whatever the
-ack mode (a no-ack consumer has no unacked count to stop it).
+ack mode (a no-ack consumer has no unacked count to stop it); it is 0 from
+`open` (the consumer registered) to `start`, while the shovel counts the queue.
 
 A forward settles its delivery with `ack` (the message is gone from the queue)
 or `requeue` (it is offered again). When the consumer is cancelled by the queue
@@ -83,6 +84,7 @@ class LocalSource(DeliverySink):
         self._key = f"shovel-source-{next(_sources)}"
         self._tag: str | None = None
         self._endpoint: QueueType | None = None
+        self._started = False  # no credit before `start`: the queue delivers nothing
         self._running: set[asyncio.Task[None]] = set()
         self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
@@ -91,12 +93,17 @@ class LocalSource(DeliverySink):
         return self._key
 
     async def open(self) -> QueueType:
-        """Register the consumer; the queue (for its figures)."""
+        """Register the consumer, which takes nothing before `start` (so the queue can
+        be counted first); the queue."""
         self._tag, self._endpoint = await self._local.consume_here(
             self._vhost, self._queue, self, no_ack=self._no_ack,
             prefetch_count=0 if self._no_ack else self._prefetch)
-        self._endpoint.schedule_pump()
         return self._endpoint
+
+    def start(self) -> None:
+        self._started = True
+        if self._endpoint is not None:
+            self._endpoint.schedule_pump()
 
     def deliver(self, queue: str, consumer_tag: str | None, offset: int, redelivered: bool,
                 message: Message) -> None:
@@ -121,7 +128,9 @@ class LocalSource(DeliverySink):
                                    + ("queue's leader moving" if leader_moved else "broker"))
 
     def credit(self) -> int | None:
-        return 0 if self.closed.done() else self._prefetch - len(self._running)
+        if self.closed.done() or not self._started:
+            return 0
+        return self._prefetch - len(self._running)
 
     def close(self) -> None:
         """Stop forwarding; what was taken and not settled goes back to the queue."""

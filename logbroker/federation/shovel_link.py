@@ -197,6 +197,7 @@ class ShovelLink:
         endpoint = await source.open()
         if spec.delete_after == "queue-length":
             self._left = (await endpoint.stats()).messages  # what is there now, as below
+        source.start()
         return source.closed
 
     async def _consume_there(self, source: aiormq.Connection,
@@ -223,7 +224,9 @@ class ShovelLink:
         await channel.basic_consume(queue, forward, no_ack=no_ack)
         closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
-        def on_close(_: object) -> None:
+        def on_close(closing: asyncio.Future[Any]) -> None:
+            if not closing.cancelled():
+                closing.exception()  # the reason is told below, not left unretrieved
             if not closed.done():
                 closed.set_result("the source closed the connection")
 

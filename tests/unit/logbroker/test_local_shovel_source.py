@@ -72,6 +72,8 @@ async def test_credit_bounds_the_forwards_and_close_gives_back_the_rest() -> Non
 
     source = LocalSource(broker, "/", "q", prefetch=2, no_ack=False, forward=forward)
     await source.open()
+    assert source.credit() == 0  # registered, not started: the shovel counts the queue
+    source.start()
     assert source.credit() == 2
     for offset in (0, 1):
         source.deliver("q", "ctag", offset, False, Message("", "q", b"x"))
