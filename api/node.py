@@ -50,6 +50,7 @@ async def serve(settings: ServeSettings) -> int:
     from api.http.server import start_http_server
     from logbroker.broker import Broker
     from logbroker.gc_tuning import freeze_startup_heap
+    from logbroker.rate_sampling import sample_rates
 
     cluster = None
     if settings.clustered:
@@ -86,6 +87,7 @@ async def serve(settings: ServeSettings) -> int:
                                               (settings.https_port, tls)) if port]
     federation = _start_federation(broker, clustered=cluster is not None)
     context.federation = _federation_statuses(broker, federation, cluster)
+    sampling = asyncio.ensure_future(sample_rates(broker))  # once per node, whatever listens
     freeze_startup_heap()  # everything so far lives as long as the process
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -100,6 +102,7 @@ async def serve(settings: ServeSettings) -> int:
         logger.info("shutting down: handing led queues to their followers")
         await cluster.handover.hand_over_all()
     await federation.stop_all()
+    sampling.cancel()
     logger.info("shutting down: finishing in-flight confirms")
     for http in http_servers:
         await http.stop()

@@ -52,6 +52,7 @@ from logbroker.queue.queue_settings import settings_from
 from logbroker.queue.queue_shell import QueueSettings, QueueShell, ReplicaSetup
 from logbroker.queue.queue_type import QueueType, RemoteQueues
 from logbroker.queue.replay_view import ReplayView
+from logbroker.rate_samples import RateSampler
 from logbroker.replica_roles import QueueReplicas, ReplicaRoles
 from logbroker.resource_alarms import (
     ResourceAlarms,
@@ -126,6 +127,9 @@ class Broker:
         self.producer_batches = ProducerBatches(lambda: self.state, self.apply, self.publisher,
                                                 lambda: self.remote, staging, clock)
         self.connections = ConnectionRegistry(config.max_connections, clock)
+        # Rates and their history (queues, the node, connections), sampled by a timer of
+        # the composition root (rate_sampling.py); other nodes read them over the link.
+        self.rates = RateSampler()
         # Told of every applied command after the broker reacted (federation links).
         self.applied_listeners: list[Callable[[Applied], None]] = []
         self._retention_task: asyncio.Future[None] | None = None

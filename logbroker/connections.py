@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
+from logbroker.message_stats import ChannelCounters
 from segments.clock import SYSTEM_CLOCK, Clock
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelInfo:
+    """One open channel as the management API lists it (RabbitMQ's fields)."""
+
+    number: int
+    prefetch_count: int  # for consumers created from now on (basic.qos global=false)
+    global_prefetch_count: int  # channel-wide (basic.qos global=true); 0: no limit
+    messages_unacknowledged: int
+    consumer_count: int
+    confirm: bool
+    transactional: bool
+    counters: ChannelCounters = field(default_factory=ChannelCounters)  # the live ones
+
+
+def _no_channels() -> list[ChannelInfo]:
+    return []
 
 
 @dataclass
@@ -20,6 +40,17 @@ class ConnectionInfo:
     auth_mechanism: str = ""  # PLAIN, AMQPLAIN, EXTERNAL (AMQP)
     ssl: bool = False  # the connection came through a TLS listener
     state: str = "running"  # RabbitMQ's connection states: "flow", "blocked" while not read
+    recv_oct: int = 0  # bytes read from the client (AMQP)
+    send_oct: int = 0  # bytes written to it
+    # What the client said of itself and what was negotiated (AMQP).
+    client_properties: dict[str, object] = field(default_factory=dict)
+    frame_max: int = 0
+    channel_max: int = 0
+    heartbeat_s: int = 0
+    # The front end's: its open channels, and a server-side close with a reason (RabbitMQ's
+    # 320 CONNECTION_FORCED); None: this protocol cannot be closed so.
+    channel_infos: Callable[[], list[ChannelInfo]] = field(default=_no_channels, repr=False)
+    close: Callable[[str], None] | None = field(default=None, repr=False)
 
 
 # The registry never lists more than this many, whatever the limits say.

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from logbroker.dead_letter import dead_lettered, drop_cycles
 from logbroker.message import Message
+from logbroker.message_stats import MessageStats
 from logbroker.queue.effects import DeadLetterReason
 from logbroker.queue.queue_limits import Admission
 from logbroker.queue.queue_shell import QueueShell
@@ -48,6 +49,7 @@ class Publisher:
         self._queues = queues
         self._remote = remote
         self._clock = clock  # wall time: messages' timestamps, x-death's `time`
+        self.stats = MessageStats()  # the front ends count their confirms and returns here
 
     def route_all(self, vhost: str, exchange: str, message: Message
                   ) -> tuple[list[QueueShell], list[str]]:
@@ -100,6 +102,7 @@ class Publisher:
         from this publisher until they are done. `publisher_id` is the publishing
         connection's id: a queue it consumes from never holds it.
         """
+        self.stats.publish += len(messages)
         try:
             now_ms = self._clock.wall_ms()
             routed = []
@@ -117,6 +120,7 @@ class Publisher:
                 else:
                     shells, remote = route
                 routed.append((message, shells))
+                self.stats.routed(vhost, message.exchange, bool(shells or remote))
                 if remote:
                     forwarded.append((index, message, remote))
             if not forwarded:

@@ -64,10 +64,12 @@ from api.amqp.direct_reply import PSEUDO_QUEUE, ReplyEndpoint
 from api.amqp.events import Acks, ChannelMethod, Publish
 from api.amqp.frame_encoding import build_method
 from api.amqp.publish_pipeline import PublishPipeline
+from logbroker.connections import ChannelInfo
 from logbroker.consumer_resubscription import ConsumeRequest, ConsumerMoves, SinkConsumer
 from logbroker.definitions import server_generated_name
 from logbroker.errors import NOT_IMPLEMENTED, PRECONDITION_FAILED, BrokerError
 from logbroker.message import Message
+from logbroker.message_stats import ChannelCounters
 from logbroker.publish_checks import check_publish
 from logbroker.queue.queue_type import QueueType
 
@@ -106,7 +108,8 @@ class ChannelSession:
         self._prefetch_count = 0  # for consumers created from now on
         self._global_prefetch = 0  # channel-wide; 0: no limit
         self._since_flush = 0  # deliveries since the shell last flushed our output
-        self._pipeline = PublishPipeline(ctx, number)
+        self.counters = ChannelCounters()  # for the management API
+        self._pipeline = PublishPipeline(ctx, number, self.counters)
         self._tx = ChannelTransaction(self, self._pipeline, self._tags, self._settle)
         self._settlement = ChannelSettlement(self._tags, self._tx, self._settle,
                                              ctx.after_read, self.send, self.fail)
@@ -129,6 +132,12 @@ class ChannelSession:
             commands.Confirm.Select: self._confirm_select,
         }
 
+    def info(self) -> ChannelInfo:
+        """This channel as the management API lists it."""
+        return ChannelInfo(self.number, self._prefetch_count, self._global_prefetch,
+                           len(self._tags), len(self._consumers), self._pipeline.confirming,
+                           self._tx.open, self.counters)
+
     # -- DeliverySink ---------------------------------------------------------------
 
     @property
@@ -149,6 +158,8 @@ class ChannelSession:
             return
         entry = None if consumer.no_ack else Unacked(consumer.endpoint, offset, consumer_tag)
         tag = self._tags.issue(entry)
+        self.counters.deliver += 1
+        self.counters.redeliver += redelivered
         self._since_flush += 1
         self._ctx.deliveries_pending = True
         self._ctx.machine.send_deliver(self.number, consumer_tag or "", tag, redelivered,
@@ -319,6 +330,7 @@ class ChannelSession:
         raw = event.raw_properties if event.properties.reply_to == reply_to else b""
         message = Message(method.exchange, method.routing_key, event.body, event.properties,
                           _encoded_properties=raw or None)
+        self.counters.publish += 1
         if self._tx.open:
             self._tx.hold_publish(message, method.mandatory)
         else:
@@ -403,6 +415,8 @@ class ChannelSession:
         offset, redelivered, message, left, endpoint = found
         entry = None if method.no_ack else Unacked(endpoint, offset, None)
         tag = self._tags.issue(entry)
+        self.counters.get += 1
+        self.counters.redeliver += redelivered
         reply = build_method(commands.Basic.GetOk, delivery_tag=tag, redelivered=redelivered,
                              exchange=message.exchange, routing_key=message.routing_key,
                              message_count=left)
@@ -417,6 +431,8 @@ class ChannelSession:
     def _settle(self, settlement: Settlement[QueueType]) -> list[QueueType]:
         """Carry `settlement` out on the queues (the settlement's and the tx's `Settle`)."""
         settled = apply_settlement(self._ctx.broker, self._ctx.session.vhost, settlement)
+        if settlement.ack:
+            self.counters.ack += len(settlement.deliveries)
         if self._global_prefetch:
             self.resume()  # channel credit grew for every queue we consume from
         return settled

@@ -67,7 +67,7 @@ from api.amqp.server_properties import ConnectionConfig
 from api.connection_flow import ConnectionFlow
 from logbroker.broker import Broker
 from logbroker.broker_config import Session
-from logbroker.connections import ConnectionInfo
+from logbroker.connections import ChannelInfo, ConnectionInfo
 from logbroker.definitions_loaded import DefinitionsNotLoaded
 from logbroker.errors import BrokerError
 from logbroker.metadata.reply_codes import ReplyCode
@@ -154,6 +154,8 @@ class ConnectionHandler:
                 data = await self._reader.read(READ_SIZE)
                 if not data:
                     break
+                if self._info is not None:
+                    self._info.recv_oct += len(data)
                 self._machine.receive_data(data, self._clock.monotonic_ms())
                 self._process()
         except (ConnectionError, OSError) as err:
@@ -280,11 +282,24 @@ class ConnectionHandler:
         self._info = ConnectionInfo(
             self.connection_id, "AMQP 0-9-1", self.peer_host or "", self._peer_port,
             event.user, event.virtual_host, auth_mechanism=self._machine.auth_mechanism,
-            ssl=self._writer.get_extra_info("ssl_object") is not None)
+            ssl=self._writer.get_extra_info("ssl_object") is not None,
+            channel_infos=self._channel_infos, close=self._close_by_operator,
+            client_properties=dict(self._machine.client_properties),
+            frame_max=self._machine.tuning.frame_max,
+            channel_max=self._machine.tuning.channel_max,
+            heartbeat_s=self._machine.tuning.heartbeat_s)
         self._broker.connections.add(self._info)
         alarms = self._broker.resources.alarms
         if alarms.active:
             self.resource_alarm(True, alarms.reason)
+
+    def _channel_infos(self) -> list[ChannelInfo]:
+        return [session.info() for session in self._sessions.values()]
+
+    def _close_by_operator(self, reason: str) -> None:
+        """Closed through the management API (RabbitMQ: 320 CONNECTION_FORCED - reason)."""
+        self._end_reason = f"closed by an operator: {reason}"
+        self.force_close(reply_text(ReplyCode.CONNECTION_FORCED, reason))
 
     def _forget_channel(self, number: int) -> None:
         self._sessions.pop(number, None)
@@ -326,6 +341,8 @@ class ConnectionHandler:
         if not data or self._writer.is_closing():
             return
         self._writer.write(data)
+        if self._info is not None:
+            self._info.send_oct += len(data)
         if self._machine.closed:
             self._end_soon()
         elif not self.congested():

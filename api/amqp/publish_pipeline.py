@@ -48,6 +48,7 @@ from api.amqp.direct_reply import DirectReplyRegistry
 from api.amqp.frame_encoding import build_method
 from api.ordered_answers import OrderedAnswers
 from logbroker.message import Message
+from logbroker.message_stats import ChannelCounters
 from logbroker.publishing import PublishResult
 from logbroker.queue.replication_gate import ConfirmRefused
 
@@ -100,9 +101,11 @@ class _Entry:
 class PublishPipeline:
     """Ordered publishes, returns and confirms of channel ``channel``."""
 
-    def __init__(self, ctx: ConnectionContext, channel: int) -> None:
+    def __init__(self, ctx: ConnectionContext, channel: int,
+                 counters: ChannelCounters | None = None) -> None:
         self._ctx = ctx
         self._channel = channel
+        self._counters = counters or ChannelCounters()  # the channel's (management API)
         self._answers = OrderedAnswers(_Entry.is_ready, self._answer, self._end_of_pass)
         self._confirms: list[tuple[int, bool]] = []  # gathered during one pass
         self.confirming = False
@@ -200,6 +203,8 @@ class PublishPipeline:
                               exchange=message.exchange, routing_key=message.routing_key)
         self._ctx.machine.send_content(self._channel, method, message.encoded_properties(),
                                        message.body)
+        self._ctx.broker.publisher.stats.return_unroutable += 1
+        self._counters.return_unroutable += 1
 
     def _send_confirms(self) -> None:
         """The gathered confirms, one frame per run of acks (or nacks): every earlier
@@ -218,5 +223,8 @@ class PublishPipeline:
                 else commands.Basic.Nack(tag, multiple, requeue=False)
             )
             self._ctx.machine.send_method(self._channel, method)
+            if ack:
+                self._ctx.broker.publisher.stats.confirm += end - start + 1
+                self._counters.confirm += end - start + 1
             start = end + 1
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from api.cli import admin_commands as admin
 from api.cli import cluster_commands as cluster
-from api.cli import dev_cluster, replay_command
+from api.cli import dev_cluster, perf_command, replay_command
 from api.cli import message_commands as messages
 from api.cli import queue_commands as queue_verbs
 from api.cli.options import connection_parent
@@ -251,6 +251,16 @@ def _add_dev_cluster(commands: Subparsers) -> None:
     parser.set_defaults(handler=dev_cluster.dev_cluster)
 
 
+def _add_perf(commands: Subparsers) -> None:
+    # add_help=False: `-h` is PerfTest's --uri; help is --help / -?.
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "perf", help="a load test like RabbitMQ's PerfTest (rates, latency, plots)",
+        description=perf_command.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[connection_parent()], add_help=False)
+    perf_command.add_arguments(parser)
+    parser.set_defaults(handler=perf_command.perf)
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -261,5 +271,6 @@ def _positive(text: str) -> int:
 def add_client_commands(commands: Subparsers) -> None:
     """Add every client subcommand to `logbroker`'s subparsers."""
     for add in (_add_declare, _add_delete, _add_listing, _add_messaging, _add_replay,
-                _add_access, _add_cluster, _add_federation, _add_queue, _add_dev_cluster):
+                _add_access, _add_cluster, _add_federation, _add_queue, _add_dev_cluster,
+                _add_perf):
         add(commands)

@@ -23,7 +23,7 @@ def fail(message: str, code: int) -> int:
     return code
 
 
-def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
     """The flags, else the environment (LOGBROKER_CA_FILE, ...)."""
     files = [getattr(args, flag[2:].replace("-", "_"), None) or os.environ.get(variable)
              for flag, variable, _ in TLS_FLAGS]
@@ -33,7 +33,7 @@ def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
 def run_client_command(args: argparse.Namespace) -> int:
     try:
         with Client(args.url, vhost=args.vhost, timeout=args.timeout,
-                    tls=_tls(args)) as client:
+                    tls=tls_context(args)) as client:
             code: int = args.handler(client, args)
             return code
     except (UsageError, InvalidUrl) as error:

@@ -1,5 +1,5 @@
-"""What every route needs: the broker, the node's description, leases, rates, the cluster
-and the clock (wall time: lease deadlines, rate samples and uptime are shown as dates).
+"""What every route needs: the broker, the node's description, leases, the cluster and the
+clock (wall time: lease deadlines and uptime are shown as dates; the rates are the broker's).
 
 `cluster` and `replicas` are None on a standalone node (started without `--peers` /
 `--join`).
@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from api.http.leases import LeaseTable
-from api.http.rates import RateSampler
 from logbroker.broker import Broker
 from logbroker.cluster.cluster_control import ClusterControl, ReplicaControl
 from logbroker.federation.federation_statuses import FederationStatuses
@@ -42,7 +41,6 @@ class ApiContext:
     listeners: Listeners
     started_at_ms: int = -1  # -1: now, by `clock`
     leases: LeaseTable = field(default_factory=LeaseTable)
-    rates: RateSampler = field(default_factory=RateSampler)
     max_body_bytes: int = 64 * 1024 * 1024
     metrics_auth: bool = False  # /metrics asks for a monitoring login (--metrics-auth)
     federation: FederationStatuses | None = None  # federation links and shovels (status)

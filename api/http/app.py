@@ -29,6 +29,7 @@ from api.http.routes import (
     replay,
     websocket,
 )
+from api.http.routes.ui import install_ui
 from api.http.text_checks import refuse_unencodable_text
 
 DOCS_ASSETS_PATH = "/docs-assets"
@@ -52,6 +53,7 @@ def create_app(context: ApiContext) -> FastAPI:
                    definitions, data_plane, producers, replay, consumer_groups, metrics,
                    websocket):
         app.include_router(module.router)
+    install_ui(app)  # `/`: the management UI, a client of the routes above
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=context.max_body_bytes)
     app.add_middleware(EncodedSlashMiddleware)
     return app

@@ -18,7 +18,6 @@ import uvicorn
 
 from api.http.api_context import ApiContext
 from api.http.app import create_app
-from api.http.rates import SAMPLE_INTERVAL_S
 from api.http.routes.data_plane import expire_leases
 
 logger = logging.getLogger(__name__)
@@ -77,8 +76,7 @@ class HttpServer:
 
     async def start(self) -> None:
         self._task = asyncio.ensure_future(self._server.serve(sockets=[self._sock]))
-        self._timers = [asyncio.ensure_future(self._sample_rates()),
-                        asyncio.ensure_future(self._expire_leases())]
+        self._timers = [asyncio.ensure_future(self._expire_leases())]
         while not self._server.started:
             if self._task.done():
                 self._task.result()  # raises why it could not start
@@ -93,15 +91,6 @@ class HttpServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         self._sock.close()
-
-    async def _sample_rates(self) -> None:
-        broker = self.context.broker
-        while True:
-            shells = [shell for vhost in broker.state.vhosts()
-                      for shell in broker.queues_of(vhost.name)]
-            self.context.rates.sample(self.context.clock.wall_ms(), [
-                (f"{s.settings.vhost}\0{s.name}", vars(s.counters)) for s in shells])
-            await asyncio.sleep(SAMPLE_INTERVAL_S)
 
     async def _expire_leases(self) -> None:
         """Requeue REST leases whose visibility timeout passed (redelivered=true)."""

@@ -11,9 +11,12 @@ from typing import Any
 from urllib.parse import quote
 
 from api.http.api_context import ApiContext
-from logbroker.connections import ConnectionInfo
+from api.http.rate_details import RateQuery, counted, sampled
+from logbroker.connections import ChannelInfo, ConnectionInfo
 from logbroker.metadata import ExchangeRecord, Policy, QueueRecord
 from logbroker.queue.queue_shell import QueueShell
+from logbroker.queue_figures import QueueFigures
+from logbroker.rate_sampling import channel_key, connection_key, exchange_key
 from logbroker.routing.types import Binding
 
 DEFAULT_EXCHANGE_PATH_NAME = "amq.default"  # how RabbitMQ's HTTP API names "" in a path
@@ -43,50 +46,63 @@ def exchange_view(record: ExchangeRecord, policy: Policy | None) -> dict[str, An
     }
 
 
+def exchange_stats(ctx: ApiContext, record: ExchangeRecord, query: RateQuery, now_ms: int
+                   ) -> dict[str, Any]:
+    """`message_stats` of an exchange: what was published to it on this node."""
+    counts = ctx.broker.publisher.stats.exchanges.get((record.vhost, record.name), [0, 0])
+    stats: dict[str, Any] = {}
+    sampled(stats, ("publish_in", "publish_out"),
+            {"publish_in": counts[0], "publish_out": counts[1]}, ctx.broker.rates,
+            exchange_key(record.vhost, record.name), query.msg_rates, now_ms)
+    return stats
+
+
+MESSAGE_COUNTERS = ("publish", "deliver_get", "deliver", "get", "redeliver", "ack")
+LENGTHS = ("messages", "messages_ready", "messages_unacknowledged")
+CHANNEL_COUNTERS = ("publish", "confirm", "return_unroutable", "deliver_get", "deliver",
+                    "get", "redeliver", "ack")
+
+
 def queue_view(ctx: ApiContext, record: QueueRecord, shell: QueueShell | None,
-               policy: Policy | None) -> dict[str, Any]:
+               policy: Policy | None, figures: QueueFigures, query: RateQuery,
+               now_ms: int) -> dict[str, Any]:
+    """A queue with its leader's figures (`figures`: unknown counts are null)."""
     node = record.leader_node or ctx.node_name
     members = list(record.members) or [node]
-    online = [member for member in members if ctx.node_up(member)]
+    in_sync = list(record.in_sync) or [node]
     view: dict[str, Any] = {
         "name": record.name, "vhost": record.vhost, "durable": record.durable,
         "auto_delete": record.auto_delete, "exclusive": record.exclusive_owner is not None,
         "owner_pid_details": {"name": record.exclusive_owner} if record.exclusive_owner else {},
         "arguments": jsonable(record.arguments), "type": "classic", "state": "running",
-        "node": node, "leader": node, "members": members, "online": online,
-        "in_sync": list(record.in_sync) or [node], "epoch": record.epoch,
+        "node": node, "leader": node, "members": members,
+        "online": [member for member in members if ctx.node_up(member)],
+        "in_sync": in_sync, "epoch": record.epoch,
+        "slave_nodes": [member for member in members if member != node],
+        "synchronised_slave_nodes": [member for member in in_sync if member != node],
+        "followers": [{"node": member, "lag": figures.follower_lags.get(member)}
+                      for member in members if member != node],
         "policy": policy.name if policy else None,
         "effective_policy_definition": jsonable(policy.definition) if policy else {},
+        "first_offset": figures.first_offset, "next_offset": figures.next_offset,
     }
-    if shell is None:
+    if shell is not None:
+        gate = shell.replication
+        if gate is not None:
+            view["high_watermark"] = gate.high_watermark
+            view["replica_lag"] = dict(figures.follower_lags)
+        view.update(log_bytes=shell.log.size_bytes, log_segments=shell.log.segment_count)
+    if not figures.leader_reachable:
+        view["state"] = "down"  # its leader node is down, unreachable or slow: unknown
+        view.update({name: None for name in (*LENGTHS, "consumers")})
         return view
-    gate = shell.replication
-    if gate is not None:
-        view["high_watermark"] = gate.high_watermark
-        view["replica_lag"] = {member: gate.leader.lag(member) for member in members
-                               if member != node}
-    core, counters = shell.core, shell.counters
-    rates = ctx.rates.rates(f"{record.vhost}\0{record.name}")
-    view.update({
-        "messages_ready": core.message_count,
-        "messages_unacknowledged": core.unacked_count,
-        "messages": core.message_count + core.unacked_count,
-        "consumers": core.consumer_count,
-        "first_offset": shell.log.log_start_offset,
-        "next_offset": shell.readable_end,
-        "log_bytes": shell.log.size_bytes,
-        "log_segments": shell.log.segment_count,
-        "message_stats": {
-            "publish": counters.published,
-            "publish_details": {"rate": rates.get("published", 0.0)},
-            "deliver_get": counters.delivered,
-            "deliver_get_details": {"rate": rates.get("delivered", 0.0)},
-            "redeliver": counters.redelivered,
-            "redeliver_details": {"rate": rates.get("redelivered", 0.0)},
-            "ack": counters.acked,
-            "ack_details": {"rate": rates.get("acked", 0.0)},
-        },
-    })
+    counted(view, LENGTHS, figures.counters, figures.rates, figures.points, query.lengths,
+            now_ms)
+    view["consumers"] = figures.consumers
+    stats: dict[str, Any] = {}
+    counted(stats, MESSAGE_COUNTERS, figures.counters, figures.rates, figures.points,
+            query.msg_rates, now_ms)
+    view["message_stats"] = stats
     return view
 
 
@@ -120,9 +136,35 @@ def policy_view(policy: Policy) -> dict[str, Any]:
             "definition": jsonable(policy.definition)}
 
 
-def connection_view(ctx: ApiContext, info: ConnectionInfo) -> dict[str, Any]:
-    return {"name": info.connection_id, "node": ctx.node_name, "protocol": info.protocol,
+def connection_view(ctx: ApiContext, info: ConnectionInfo, query: RateQuery, now_ms: int
+                    ) -> dict[str, Any]:
+    view = {"name": info.connection_id, "node": ctx.node_name, "protocol": info.protocol,
             "peer_host": info.peer_host, "peer_port": info.peer_port, "user": info.user,
             "vhost": info.vhost, "channels": info.channels,
             "connected_at": info.connected_at_ms, "state": info.state,
-            "auth_mechanism": info.auth_mechanism, "ssl": info.ssl}
+            "auth_mechanism": info.auth_mechanism, "ssl": info.ssl,
+            "client_properties": jsonable(info.client_properties),
+            "frame_max": info.frame_max, "channel_max": info.channel_max,
+            "timeout": info.heartbeat_s}
+    sampled(view, ("recv_oct", "send_oct"), {"recv_oct": info.recv_oct,
+                                             "send_oct": info.send_oct},
+            ctx.broker.rates, connection_key(info.connection_id), query.data_rates, now_ms)
+    return view
+
+
+def channel_view(ctx: ApiContext, info: ConnectionInfo, channel: ChannelInfo,
+                 query: RateQuery, now_ms: int) -> dict[str, Any]:
+    """RabbitMQ's channel fields; `state` is its connection's (flow, blocked: not read)."""
+    stats: dict[str, Any] = {}
+    sampled(stats, CHANNEL_COUNTERS, channel.counters.as_dict(), ctx.broker.rates,
+            channel_key(info.connection_id, channel.number), query.msg_rates, now_ms)
+    return {"name": f"{info.connection_id} ({channel.number})", "number": channel.number,
+            "node": ctx.node_name, "user": info.user, "vhost": info.vhost,
+            "connection_details": {"name": info.connection_id, "peer_host": info.peer_host,
+                                   "peer_port": info.peer_port},
+            "prefetch_count": channel.prefetch_count,
+            "global_prefetch_count": channel.global_prefetch_count,
+            "messages_unacknowledged": channel.messages_unacknowledged,
+            "consumer_count": channel.consumer_count, "confirm": channel.confirm,
+            "transactional": channel.transactional, "state": info.state,
+            "message_stats": stats}

@@ -76,6 +76,9 @@ logger = logging.getLogger(__name__)
 
 MAX_CONSUMERS = 1024  # per socket
 SERVER_ERROR = 1011  # close code when our side failed (a send, the outbox), not the client
+# Closed by an operator (DELETE /api/connections/{name}): AMQP's 320 CONNECTION_FORCED.
+CLOSE_FORCED = 4320
+MAX_CLOSE_REASON_BYTES = 123  # a close frame's reason must fit in a control frame
 _CLIENT_ERRORS = (FrameError, ApiError, UnknownDeliveryTag, BrokerError)
 Handler = Callable[[Frame], Awaitable[None]]
 
@@ -118,6 +121,7 @@ class WsSession:
         self._queues_used: set[str] = set()  # where unacked deliveries may be left
         self.closed = False
         self._client_left = False
+        self._forced: asyncio.Future[None] | None = None  # the operator's close, once sent
         self._handlers: dict[str, Handler] = {
             "publish": self._publish, "subscribe": self._subscribe, "ack": self._ack,
             "nack": self._nack, "reject": self._reject, "cancel": self._cancel,
@@ -200,9 +204,20 @@ class WsSession:
         if not reader.cancelled() and reader.exception() is not None:
             logger.error("WebSocket %s: reader failed", self.channel_key,
                          exc_info=reader.exception())
-        if not self._client_left:  # our side failed: the socket may still be open
+        if not self._client_left and self._forced is None:  # our side failed: still open?
             with contextlib.suppress(Exception):
                 await self._socket.close(SERVER_ERROR, "internal error")
+
+    def force_close(self, reason: str) -> None:
+        """Closed by an operator: close code 4320 with `reason`; the client's answer
+        ends the read loop, and `run` cleans up as for any end."""
+        if self._forced is None:
+            short = reason.encode()[:MAX_CLOSE_REASON_BYTES].decode(errors="ignore")
+            self._forced = asyncio.ensure_future(self._send_close(CLOSE_FORCED, short))
+
+    async def _send_close(self, code: int, reason: str) -> None:
+        with contextlib.suppress(Exception):  # the client may have gone already
+            await self._socket.close(code, reason)
 
     def close(self) -> None:
         """Stop replays, cancel consumers, requeue every unacked delivery. Idempotent."""

@@ -84,6 +84,7 @@ from logbroker.metadata.events import (
     NodeLivenessChanged,
     QueuePlacementChanged,
 )
+from logbroker.queue_figures import figures_answer
 from logbroker.queue_placement import NodeView, PlacementError, locator_strategy, place_queue
 from replication.raft.driver import RaftDriver
 from replication.raft.membership import EMPTY_MEMBERSHIP, desired_roles
@@ -128,7 +129,8 @@ class ClusterNode:
         self.started_ms = clock.wall_ms()  # the failover rule prefers the longest running node
         self.queue_host = QueueHost(HostPorts(
             settings.node_name, self.rpc, lambda: self.broker, lambda: self.metadata.state,
-            self._wait_applied, self.started_ms))
+            self._wait_applied, self.started_ms,
+            lambda header: figures_answer(self.broker, header)))
         self.followers = QueueFollowers(
             settings.node_name, self.rpc, lambda v, n: self.metadata.state.queue(v, n),
             self.fs, lambda v, n: self.broker.queue_directory(v, n))

@@ -96,6 +96,10 @@ def forwarded_channel_key(node: str, generation: int, remote_key: str) -> str:
     return forwarded_channel_prefix(node, generation) + remote_key
 
 
+def _no_figures(_header: dict[str, object]) -> dict[str, object]:
+    return {}
+
+
 @dataclass(frozen=True, slots=True)
 class HostPorts:
     """What `QueueHost` needs of its node, which builds this port (never the node)."""
@@ -107,6 +111,9 @@ class HostPorts:
     # Returns once this node applied the metadata log up to that index (or times out).
     wait_applied: Callable[[int], Awaitable[None]]
     started_ms: int  # wall time: the first link generation (see `QueueHost.generation`)
+    # The answer to `q.figures` (queue_figures.figures_answer over the broker); none here:
+    # a node asking is told nothing is led here.
+    figures: Callable[[dict[str, object]], dict[str, object]] = _no_figures
 
 
 @dataclass
@@ -188,6 +195,7 @@ class QueueHost:
         rpc.handle("q.consume", self._consume)
         rpc.handle("q.get", self._get)
         rpc.handle("q.counts", self._counts)
+        rpc.handle("q.figures", self._figures)
         rpc.handle("q.purge", self._purge)
         rpc.handle("q.holds_batch", self._holds_batch)
         rpc.handle("q.settles_durable", self._settles_durable)
@@ -306,6 +314,11 @@ class QueueHost:
         # `first` / `end`: the log's retained range, for consumer groups' lag elsewhere.
         return Envelope("ok", {"messages": stats.messages, "consumers": stats.consumers,
                                "first": stats.first_offset, "end": stats.end_offset})
+
+    async def _figures(self, peer: str, envelope: Envelope) -> Envelope:
+        """Batched figures for another node's pages (queue_figures.py): answered from
+        what is here now, without waiting, so a page never waits on this node."""
+        return Envelope("ok", self._ports.figures(envelope.header))
 
     async def _holds_batch(self, peer: str, envelope: Envelope) -> Envelope:
         """Asked by a node finishing a pending transactional batch (producer_batches)."""

@@ -59,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Iterable, Sequence
+from typing import Any
 
 from logbroker.cluster.envelope import Envelope
 from logbroker.cluster.forwarded_consumers import (
@@ -268,6 +269,13 @@ class RemoteQueueRegistry:
 
     def notify(self, node: str, op: str, header: dict[str, object]) -> None:
         self._node.rpc.notify(node, Envelope(op, header))
+
+    async def figures(self, node: str, request: dict[str, Any], timeout_s: float
+                      ) -> dict[str, Any]:
+        """Another node's figures (queue_figures.py); no wait for the metadata to catch
+        up there: a queue it does not know yet is answered unknown."""
+        answer = await self._node.rpc.call(node, Envelope("q.figures", request), timeout_s)
+        return dict(answer.header)
 
     async def call(self, node: str, op: str, header: dict[str, object]) -> Envelope:
         header = {**header, "a": self._node.applied_index()}

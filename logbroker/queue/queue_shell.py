@@ -313,6 +313,7 @@ class QueueShell:
             if isinstance(effect, Deliver):
                 self._delivery_mark.delivered(effect.offset)
                 self._count_delivery(effect.redelivered)
+                self.counters.got += 1
                 found = (effect.offset, effect.redelivered, self.message_at(effect.offset))
         self._run([e for e in effects if not isinstance(e, Deliver)])
         self._arm_timer()

@@ -13,6 +13,7 @@ class QueueCounters:
     delivered: int = 0  # to consumers and basic.get / REST get, redeliveries included
     redelivered: int = 0
     acked: int = 0
+    got: int = 0  # of `delivered`: taken by basic.get / REST get, not by a consumer
 
 
 class AppendWaiters:

@@ -28,7 +28,7 @@ import asyncio
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
 
 from logbroker.message import Message
 from logbroker.queue.consumers import Consumer
@@ -178,4 +178,10 @@ class RemoteQueues(Protocol):
               ) -> list[asyncio.Future[None]]:
         """What a publisher (connection `publisher_id`) that just published to the remote
         queues `names` must wait for: the holds their leaders announced."""
+        ...
+
+    def figures(self, node: str, request: dict[str, Any], timeout_s: float
+                ) -> Awaitable[dict[str, Any]]:
+        """Node `node`'s answer to `q.figures` (queue_figures.py) within `timeout_s`
+        (raises BrokerError when it is down, unreachable or slower)."""
         ...

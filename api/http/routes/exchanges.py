@@ -18,8 +18,9 @@ from api.http.http_publish import (
 )
 from api.http.path_names import path_name
 from api.http.query_params import ListOptions
+from api.http.rate_details import RateQuery, Rates
 from api.http.request_body import RequestBody
-from api.http.views import exchange_view
+from api.http.views import exchange_stats, exchange_view
 from logbroker.metadata import ExchangeRecord
 
 router = APIRouter(tags=["exchanges"])
@@ -53,36 +54,43 @@ def _exchange(ctx: ApiContext, vhost: str, name: str) -> ExchangeRecord | None:
     return ctx.broker.state.exchange(vhost, name)
 
 
-def _views(ctx: ApiContext, vhosts: list[str]) -> list[dict[str, Any]]:
-    state = ctx.broker.state
-    return [exchange_view(record, state.effective_policy(vhost, "exchange", record.name))
-            for vhost in vhosts
+def _view(ctx: ApiContext, record: ExchangeRecord, query: RateQuery, now_ms: int
+          ) -> dict[str, Any]:
+    view = exchange_view(record, ctx.broker.state.effective_policy(record.vhost, "exchange",
+                                                                   record.name))
+    view["message_stats"] = exchange_stats(ctx, record, query, now_ms)
+    return view
+
+
+def _views(ctx: ApiContext, vhosts: list[str], query: RateQuery) -> list[dict[str, Any]]:
+    state, now_ms = ctx.broker.state, ctx.broker.clock.wall_ms()
+    return [_view(ctx, record, query, now_ms) for vhost in vhosts
             for record in (default_exchange(vhost), *state.exchanges(vhost))]
 
 
 @router.get("/api/exchanges", dependencies=[ListOptions])
-async def list_exchanges(ctx: ApiContext = Context, who: Principal = Management
-                   ) -> list[dict[str, Any]]:
-    return _views(ctx, visible_vhosts(ctx, who))
+async def list_exchanges(ctx: ApiContext = Context, who: Principal = Management,
+                         query: RateQuery = Rates) -> list[dict[str, Any]]:
+    return _views(ctx, visible_vhosts(ctx, who), query)
 
 
 @router.get("/api/exchanges/{vhost}", dependencies=[ListOptions])
-async def list_vhost_exchanges(vhost: str, ctx: ApiContext = Context, who: Principal = Management
-                         ) -> list[dict[str, Any]]:
+async def list_vhost_exchanges(vhost: str, ctx: ApiContext = Context, who: Principal = Management,
+                               query: RateQuery = Rates) -> list[dict[str, Any]]:
     visible_vhost(ctx, who, path_name(vhost))
-    return _views(ctx, [path_name(vhost)])
+    return _views(ctx, [path_name(vhost)], query)
 
 
 @router.get("/api/exchanges/{vhost}/{name}")
 async def get_exchange(vhost: str, name: str, ctx: ApiContext = Context,
-                 who: Principal = Management) -> dict[str, Any]:
+                       who: Principal = Management, query: RateQuery = Rates
+                       ) -> dict[str, Any]:
     vhost_name, exchange = path_name(vhost), exchange_name(path_name(name))
     visible_vhost(ctx, who, vhost_name)
     record = _exchange(ctx, vhost_name, exchange)
     if record is None:
         raise ApiError(404, f"no exchange '{exchange}' in vhost '{vhost_name}'")
-    return exchange_view(record, ctx.broker.state.effective_policy(vhost_name, "exchange",
-                                                                   exchange))
+    return _view(ctx, record, query, ctx.broker.clock.wall_ms())
 
 
 @router.put("/api/exchanges/{vhost}/{name}", status_code=201, responses={204: {}})

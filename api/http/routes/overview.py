@@ -8,17 +8,28 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Header, Response
 
 from api.http.api_context import ApiContext, api_context
-from api.http.auth import Principal, management_user, monitoring_user, visible_vhosts
+from api.http.auth import (
+    Principal,
+    management_user,
+    monitoring_user,
+    visible_vhost,
+    visible_vhosts,
+)
 from api.http.http_errors import ApiError
 from api.http.path_names import path_name
 from api.http.query_params import ListOptions
-from api.http.views import connection_view
-from logbroker.queue_figures import remote_figures_of
+from api.http.rate_details import RateQuery, Rates, counted
+from api.http.views import LENGTHS, channel_view, connection_view
+from logbroker.connections import ConnectionInfo
+from logbroker.node_figures import NodeFigures
+from logbroker.queue_figures import cluster_figures
+from logbroker.rate_samples import Point, sum_points
 
 router = APIRouter(tags=["overview"])
 Context = Depends(api_context)
@@ -26,19 +37,33 @@ Management = Depends(management_user)
 Monitoring = Depends(monitoring_user)
 
 
+QUEUE_COUNTERS = ("deliver_get", "deliver", "get", "redeliver", "ack")  # summed over queues
+NODE_COUNTERS = ("publish", "confirm", "return_unroutable")  # summed over nodes
+
+
 @router.get("/api/overview")
-async def get_overview(ctx: ApiContext = Context, who: Principal = Management) -> dict[str, Any]:
+async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
+                       query: RateQuery = Rates) -> dict[str, Any]:
+    """Cluster-wide, as RabbitMQ's: every queue counts with its leader's figures, every
+    node answering with its publishers' counts; rates and (asked) samples summed. A
+    user who sees only some vhosts gets what their queues counted."""
     broker = ctx.broker
     vhosts = visible_vhosts(ctx, who)
-    shells = [shell for vhost in vhosts for shell in broker.queues_of(vhost)]
     every = [(vhost, record.name) for vhost in vhosts for record in broker.state.queues(vhost)]
-    # Cluster-wide, as RabbitMQ's overview: queues led elsewhere count with their leaders'
-    # figures (their unacked messages are not reported over the link).
-    remote = await remote_figures_of(broker, [key for key in every
-                                              if broker.queue(*key) is None])
-    ready = (sum(s.core.message_count for s in shells)
-             + sum(f.messages_ready or 0 for f in remote.values()))
-    unacked = sum(s.core.unacked_count for s in shells)
+    now_ms = broker.clock.wall_ms()
+    figures = await cluster_figures(broker, every, query.grid(now_ms), every_node=True)
+    queues = [f for f in figures.queues.values() if f.leader_reachable]
+    nodes = [f for f in figures.nodes.values() if f is not None]
+    queue_sum = _summed([(f.counters, f.rates, f.points) for f in queues])
+    node_sum = _summed([(f.counters, f.rates, f.points) for f in nodes])
+    queue_totals: dict[str, Any] = {}
+    counted(queue_totals, LENGTHS, *queue_sum, query.lengths, now_ms)
+    message_stats: dict[str, Any] = {}
+    if who.sees_all_vhosts:
+        counted(message_stats, NODE_COUNTERS, *node_sum, query.msg_rates, now_ms)
+    else:  # node-wide counts would tell of other vhosts: what entered its queues only
+        counted(message_stats, ("publish",), *queue_sum, query.msg_rates, now_ms)
+    counted(message_stats, QUEUE_COUNTERS, *queue_sum, query.msg_rates, now_ms)
     cluster_name = ctx.node_name if ctx.cluster is None else \
         str(ctx.cluster.status().get("cluster_name") or ctx.node_name)
     return {
@@ -49,23 +74,35 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management) -
         "listeners": [
             {"node": ctx.node_name, "protocol": protocol, "ip_address": ctx.listeners.host,
              "port": port} for protocol, port in ctx.listeners.enabled()],
-        "queue_totals": {"messages": ready + unacked, "messages_ready": ready,
-                         "messages_unacknowledged": unacked},
+        "queue_totals": queue_totals,
+        # Queues whose leader did not answer in time: not in the totals.
+        "queues_unknown": len(figures.queues) - len(queues),
         "object_totals": {
             "queues": len(every),
             # + the default exchange of each vhost, as /api/exchanges lists it
             "exchanges": sum(len(broker.state.exchanges(v)) + 1 for v in vhosts),
             "connections": len(broker.connections),
-            "consumers": (sum(s.core.consumer_count for s in shells)
-                          + sum(f.consumers or 0 for f in remote.values())),
+            "consumers": sum(f.consumers or 0 for f in queues),
             "channels": sum(c.channels for c in broker.connections.all()),
         },
-        "message_stats": {
-            "publish": sum(s.counters.published for s in shells),
-            "deliver_get": sum(s.counters.delivered for s in shells),
-            "ack": sum(s.counters.acked for s in shells),
-        },
+        "message_stats": message_stats,
     }
+
+
+Summed = tuple[dict[str, int], dict[str, float], list[Point]]
+
+
+def _summed(parts: list[tuple[Mapping[str, int], Mapping[str, float], Sequence[Point]]]
+            ) -> Summed:
+    """Counters, rates and sample points of several objects, added up."""
+    counters: dict[str, int] = {}
+    rates: dict[str, float] = {}
+    for values, per_second, _ in parts:
+        for name, value in values.items():
+            counters[name] = counters.get(name, 0) + value
+        for name, rate in per_second.items():
+            rates[name] = round(rates.get(name, 0.0) + rate, 2)
+    return counters, rates, sum_points(points for _, _, points in parts)
 
 
 def _node_view(ctx: ApiContext) -> dict[str, Any]:
@@ -82,20 +119,24 @@ def _node_view(ctx: ApiContext) -> dict[str, Any]:
     }
 
 
-def _cluster_node_view(ctx: ApiContext, status: dict[str, Any], member: dict[str, Any]
-                       ) -> dict[str, Any]:
+def _cluster_node_view(ctx: ApiContext, status: dict[str, Any], member: dict[str, Any],
+                       told: NodeFigures | None) -> dict[str, Any]:
     """One cluster member as /api/nodes shows it: RabbitMQ's fields plus liveness and role.
 
     This node's entry also has the local details (uptime, alarms, ...); another
-    node's has what the cluster knows of it.
+    node's has what the cluster knows of it, and the alarms it `told` (null when it
+    did not answer).
     """
     name = member.get("name")
     up = member.get("status") == "up"
     view: dict[str, Any] = _node_view(ctx) if name == ctx.node_name else \
-        {"name": name, "type": "disc", "running": up, "being_drained": False}
+        {"name": name, "type": "disc", "running": up, "being_drained": False,
+         "mem_alarm": None if told is None else told.mem_alarm,
+         "disk_free_alarm": None if told is None else told.disk_free_alarm}
+    controller = name is not None and name == status.get("leader")
     view.update({
         "running": up, "status": member.get("status"), "since_ms": member.get("since_ms"),
-        "role": member.get("role"), "leader": name is not None and name == status.get("leader"),
+        "role": member.get("role"), "leader": controller, "controller": controller,
         "host": member.get("host"), "cluster_port": member.get("cluster_port"),
         "amqp_port": member.get("amqp_port"), "http_port": member.get("http_port"),
         "connected": member.get("connected"), "queue_leaders": member.get("queue_leaders"),
@@ -103,35 +144,102 @@ def _cluster_node_view(ctx: ApiContext, status: dict[str, Any], member: dict[str
     return view
 
 
-def _node_views(ctx: ApiContext) -> list[dict[str, Any]]:
+async def _node_views(ctx: ApiContext) -> list[dict[str, Any]]:
     """Every node: the cluster's members when clustered, else this node alone."""
     if ctx.cluster is None:
         return [_node_view(ctx)]
     status = ctx.cluster.status()
-    return [_cluster_node_view(ctx, status, member) for member in status.get("nodes", ())]
+    told = (await cluster_figures(ctx.broker, [], every_node=True)).nodes
+    return [_cluster_node_view(ctx, status, member, told.get(str(member.get("name"))))
+            for member in status.get("nodes", ())]
 
 
 @router.get("/api/nodes", dependencies=[ListOptions])
 async def get_nodes(ctx: ApiContext = Context, _who: Principal = Monitoring
                       ) -> list[dict[str, Any]]:
-    return _node_views(ctx)
+    return await _node_views(ctx)
 
 
 @router.get("/api/nodes/{name}")
 async def get_node(name: str, ctx: ApiContext = Context, _who: Principal = Monitoring
              ) -> dict[str, Any]:
     wanted = path_name(name)
-    for view in _node_views(ctx):
+    for view in await _node_views(ctx):
         if view["name"] == wanted:
             return view
     raise ApiError(404, f"node '{wanted}' not found")
 
 
-@router.get("/api/connections", dependencies=[ListOptions])
-async def get_connections(ctx: ApiContext = Context, who: Principal = Management
-                    ) -> list[dict[str, Any]]:
-    return [connection_view(ctx, info) for info in ctx.broker.connections.all()
+def _visible_connections(ctx: ApiContext, who: Principal) -> list[ConnectionInfo]:
+    return [info for info in ctx.broker.connections.all()
             if who.sees_all_vhosts or info.user == who.user]
+
+
+def _connection(ctx: ApiContext, who: Principal, name: str) -> ConnectionInfo:
+    wanted = path_name(name)
+    for info in _visible_connections(ctx, who):
+        if info.connection_id == wanted:
+            return info
+    raise ApiError(404, f"no connection '{wanted}' on node {ctx.node_name}")
+
+
+@router.get("/api/connections", dependencies=[ListOptions])
+async def get_connections(ctx: ApiContext = Context, who: Principal = Management,
+                          query: RateQuery = Rates) -> list[dict[str, Any]]:
+    now_ms = ctx.broker.clock.wall_ms()
+    return [connection_view(ctx, info, query, now_ms)
+            for info in _visible_connections(ctx, who)]
+
+
+@router.get("/api/connections/{name}")
+async def get_connection(name: str, ctx: ApiContext = Context, who: Principal = Management,
+                         query: RateQuery = Rates) -> dict[str, Any]:
+    return connection_view(ctx, _connection(ctx, who, name), query, ctx.broker.clock.wall_ms())
+
+
+@router.delete("/api/connections/{name}", status_code=204)
+async def close_connection(name: str, ctx: ApiContext = Context, who: Principal = Management,
+                           x_reason: str | None = Header(None, max_length=200)) -> Response:
+    """Closed as RabbitMQ closes it: connection.close 320 CONNECTION_FORCED with the
+    `X-Reason` header as its text. A user may close its own connections, an
+    administrator any."""
+    info = _connection(ctx, who, name)
+    if not who.is_admin and info.user != who.user:
+        raise ApiError(403, f"user '{who.user}' may close only its own connections")
+    if info.close is None:
+        raise ApiError(400, f"a {info.protocol} connection cannot be closed this way")
+    info.close(x_reason or "Closed via management plugin")
+    return Response(status_code=204)
+
+
+def _channel_views(ctx: ApiContext, connections: list[ConnectionInfo], query: RateQuery
+                   ) -> list[dict[str, Any]]:
+    now_ms = ctx.broker.clock.wall_ms()
+    return [channel_view(ctx, info, channel, query, now_ms) for info in connections
+            for channel in info.channel_infos()]
+
+
+@router.get("/api/connections/{name}/channels", dependencies=[ListOptions])
+async def get_connection_channels(name: str, ctx: ApiContext = Context,
+                                  who: Principal = Management, query: RateQuery = Rates
+                                  ) -> list[dict[str, Any]]:
+    return _channel_views(ctx, [_connection(ctx, who, name)], query)
+
+
+@router.get("/api/channels", dependencies=[ListOptions])
+async def get_channels(ctx: ApiContext = Context, who: Principal = Management,
+                       query: RateQuery = Rates) -> list[dict[str, Any]]:
+    return _channel_views(ctx, _visible_connections(ctx, who), query)
+
+
+@router.get("/api/vhosts/{vhost}/channels", dependencies=[ListOptions])
+async def get_vhost_channels(vhost: str, ctx: ApiContext = Context,
+                             who: Principal = Management, query: RateQuery = Rates
+                             ) -> list[dict[str, Any]]:
+    vhost_name = path_name(vhost)
+    visible_vhost(ctx, who, vhost_name)
+    return _channel_views(ctx, [info for info in _visible_connections(ctx, who)
+                                if info.vhost == vhost_name], query)
 
 
 @router.get("/api/consumers", dependencies=[ListOptions])

@@ -14,9 +14,11 @@ from api.http.http_errors import ApiError
 from api.http.message_codec import message_json
 from api.http.path_names import path_name
 from api.http.query_params import ListOptions
+from api.http.rate_details import RateQuery, Rates
 from api.http.request_body import RequestBody
 from api.http.views import queue_view
-from logbroker.queue_figures import QueueFigures, remote_figures, remote_figures_of
+from logbroker.metadata import QueueRecord
+from logbroker.queue_figures import cluster_figures
 
 router = APIRouter(tags=["queues"])
 Context = Depends(api_context)
@@ -40,58 +42,48 @@ class GetBody(RequestBody):
     truncate: int | None = Field(None, ge=0)
 
 
-async def queue_views(ctx: ApiContext, vhosts: list[str]) -> list[dict[str, Any]]:
+async def queue_views(ctx: ApiContext, vhosts: list[str], query: RateQuery
+                      ) -> list[dict[str, Any]]:
     """Every queue's view with cluster-wide figures, asked of their leaders at once."""
+    state = ctx.broker.state
+    return await queue_views_of(ctx, [record for vhost in vhosts
+                                      for record in state.queues(vhost)], query)
+
+
+async def queue_views_of(ctx: ApiContext, records: list[QueueRecord], query: RateQuery
+                         ) -> list[dict[str, Any]]:
     state, broker = ctx.broker.state, ctx.broker
-    views = [queue_view(ctx, record, broker.queue(vhost, record.name),
-                        state.effective_policy(vhost, "queue", record.name))
-             for vhost in vhosts for record in state.queues(vhost)]
-    elsewhere = [(view["vhost"], view["name"]) for view in views
-                 if "messages_ready" not in view]
-    if elsewhere:
-        figures = await remote_figures_of(broker, elsewhere)
-        for view in views:
-            if (key := (view["vhost"], view["name"])) in figures:
-                view.update(figures_view(figures[key]))
-    return views
-
-
-def figures_view(figures: QueueFigures) -> dict[str, Any]:
-    """What a view of a queue led by another node adds: its leader's figures."""
-    view: dict[str, Any] = {"first_offset": figures.first_offset,
-                            "next_offset": figures.next_offset}
-    if figures.leader_reachable:
-        view.update(messages_ready=figures.messages_ready, consumers=figures.consumers)
-    else:
-        view["state"] = "down"  # its leader node is down or unreachable
-    return view
+    now_ms = broker.clock.wall_ms()
+    figures = await cluster_figures(broker, [(r.vhost, r.name) for r in records],
+                                    query.grid(now_ms))
+    return [queue_view(ctx, record, broker.queue(record.vhost, record.name),
+                       state.effective_policy(record.vhost, "queue", record.name),
+                       figures.queues[(record.vhost, record.name)], query, now_ms)
+            for record in records]
 
 
 @router.get("/api/queues", dependencies=[ListOptions])
-async def list_queues(ctx: ApiContext = Context, who: Principal = Management
-                      ) -> list[dict[str, Any]]:
-    return await queue_views(ctx, visible_vhosts(ctx, who))
+async def list_queues(ctx: ApiContext = Context, who: Principal = Management,
+                      query: RateQuery = Rates) -> list[dict[str, Any]]:
+    return await queue_views(ctx, visible_vhosts(ctx, who), query)
 
 
 @router.get("/api/queues/{vhost}", dependencies=[ListOptions])
-async def list_vhost_queues(vhost: str, ctx: ApiContext = Context, who: Principal = Management
-                      ) -> list[dict[str, Any]]:
+async def list_vhost_queues(vhost: str, ctx: ApiContext = Context, who: Principal = Management,
+                            query: RateQuery = Rates) -> list[dict[str, Any]]:
     visible_vhost(ctx, who, path_name(vhost))
-    return await queue_views(ctx, [path_name(vhost)])
+    return await queue_views(ctx, [path_name(vhost)], query)
 
 
 @router.get("/api/queues/{vhost}/{name}")
-async def get_queue(vhost: str, name: str, ctx: ApiContext = Context, who: Principal = Management
-              ) -> dict[str, Any]:
+async def get_queue(vhost: str, name: str, ctx: ApiContext = Context, who: Principal = Management,
+                    query: RateQuery = Rates) -> dict[str, Any]:
     vhost_name, queue = path_name(vhost), path_name(name)
     visible_vhost(ctx, who, vhost_name)
     record = ctx.broker.state.queue(vhost_name, queue)
     if record is None:
         raise ApiError(404, f"no queue '{queue}' in vhost '{vhost_name}'")
-    view = queue_view(ctx, record, ctx.broker.queue(vhost_name, queue),
-                      ctx.broker.state.effective_policy(vhost_name, "queue", queue))
-    if "messages_ready" not in view:
-        view.update(figures_view(await remote_figures(ctx.broker, vhost_name, queue)))
+    [view] = await queue_views_of(ctx, [record], query)
     return view
 
 

@@ -57,12 +57,13 @@ async def websocket_endpoint(socket: WebSocket) -> None:
         return
     connection_id = f"ws:{next(_serial)}"
     peer = socket.client
+    session = WsSession(ctx, socket, who, vhost, connection_id)
     ctx.broker.connections.add(ConnectionInfo(
         connection_id, "WebSocket", peer.host if peer else "", peer.port if peer else 0,
-        who.user, vhost, channels=1))
+        who.user, vhost, channels=1, close=session.force_close))
     logger.debug("WebSocket %s opened by '%s' on vhost '%s'", connection_id, who.user, vhost)
     try:
-        await WsSession(ctx, socket, who, vhost, connection_id).run()
+        await session.run()
     finally:
         ctx.broker.connections.remove(connection_id)
         logger.debug("WebSocket %s closed", connection_id)

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration.debian_packages import ensure_debian_package
+
 ROOT = Path(__file__).resolve().parents[3]
 JAVA_PACKAGE = "openjdk-17-jre-headless"
 
@@ -36,19 +38,8 @@ def java_major() -> int | None:
 
 def ensure_java() -> None:
     """Java >= 17 on PATH: install Debian's package when missing and root, else fail."""
-    if (java_major() or 0) >= 17:
-        return
-    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for command in (["apt-get", "update"], ["apt-get", "install", "-y", JAVA_PACKAGE]):
-            done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-            if done.returncode != 0:
-                pytest.fail(f"installing Java for the Spark tests failed: {' '.join(command)}:\n"
-                            f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
-        if (java_major() or 0) >= 17:
-            return
-    pytest.fail(f"the Spark tests need Java 17 or newer on PATH (found: {java_major()}); "
-                f"install it, e.g. `apt-get install -y {JAVA_PACKAGE}`")
+    ensure_debian_package(lambda: (java_major() or 0) >= 17, JAVA_PACKAGE,
+                          f"the Spark tests (Java 17 or newer on PATH; found: {java_major()})")
 
 
 @pytest.fixture(scope="session")

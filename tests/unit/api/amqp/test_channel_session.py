@@ -21,6 +21,7 @@ from api.connection_flow import ConnectionFlow
 from logbroker.broker import Broker
 from logbroker.broker_config import BrokerConfig, Session
 from logbroker.message import Message
+from logbroker.message_stats import MessageStats
 from logbroker.publishing import PublishResult
 from logbroker.queue.replication_gate import GateFenced, NotEnoughReplicas
 
@@ -114,7 +115,11 @@ async def settle(rounds: int = 20) -> None:
 
 
 class FakePublisher:
-    """What the pipeline calls, `start_batch`, in terms of a test's `publish_batch`."""
+    """What the pipeline calls, `start_batch`, in terms of a test's `publish_batch`, and
+    where it counts its confirms and returns."""
+
+    def __init__(self) -> None:
+        self.stats = MessageStats()
 
     def start_batch(self, vhost: str, messages: list[Message],
                     holds: list[asyncio.Future[None]] | None = None, publisher_id: str = "",
@@ -127,6 +132,7 @@ class FakePublisher:
 
 class ScriptedPublisher(FakePublisher):
     def __init__(self, results: list[PublishResult]) -> None:
+        super().__init__()
         self.results = results
 
     async def publish_batch(self, _vhost: str, messages: list[Message]) -> list[PublishResult]:
@@ -138,7 +144,8 @@ async def test_confirms_are_coalesced_into_runs_and_returns_come_first(
 ) -> None:
     results = [PublishResult(True, True), PublishResult(True, True), PublishResult(True, False),
                PublishResult(False, True), PublishResult(True, True)]
-    harness.broker.publisher = ScriptedPublisher(results)  # type: ignore[assignment]
+    publisher = ScriptedPublisher(results)
+    harness.broker.publisher = publisher  # type: ignore[assignment]
     pipeline = PublishPipeline(harness.ctx, 1)
     pipeline.confirming = True
     for i in range(5):
@@ -152,6 +159,8 @@ async def test_confirms_are_coalesced_into_runs_and_returns_come_first(
         ("Basic.Nack", 3, False),
         ("Basic.Ack", 5, True),
     ]
+    # The overview's counts: four confirms (the nack is none), one return.
+    assert (publisher.stats.confirm, publisher.stats.return_unroutable) == (4, 1)
     assert harness.ctx.flow.in_flight(IN_FLIGHT_UNIT) == 0
 
 
