@@ -68,6 +68,7 @@ def test_one_node_runs_the_link_and_it_moves_when_that_node_dies(
                             "every node to list the one link, run by one node", 30)
         time.sleep(1)
         assert runners(nodes) == [runner]  # and it stays one
+        a_local_shovel_runs_on_one_node_and_every_node_lists_it(nodes)
         next(node for node in nodes if node.name == runner).kill()
         [successor] = wait_for(
             lambda: (r := runners(nodes)) is not None and r != [runner] and len(r) == 1 and r,
@@ -85,6 +86,38 @@ def test_one_node_runs_the_link_and_it_moves_when_that_node_dies(
             return queue.get("messages", 0) >= 1
 
         wait_for(arrived, "the message through the moved link", 30)
+
+
+def shovels(node: Node) -> list[tuple[str, str, str]]:
+    rows = httpx.get(f"{node.url}/api/shovels", auth=GUEST, timeout=5).json()
+    return [(row["name"], row["node"], row["state"]) for row in rows]
+
+
+def a_local_shovel_runs_on_one_node_and_every_node_lists_it(nodes: list[Node]) -> None:
+    """A shovel between two queues of the cluster (amqp://: no connection), wherever
+    their leaders are: the node running it consumes and publishes through the cluster."""
+    with httpx.Client(base_url=nodes[1].url, auth=GUEST, timeout=10) as http:
+        for queue in ("sh-in", "sh-out"):
+            http.put(f"/api/queues/%2F/{queue}", json={
+                "durable": True, "arguments": {"x-queue-replicas": 3}})
+        reply = http.put("/api/parameters/shovel/%2F/inside", json={"value": {
+            "src-uri": "amqp://", "src-queue": "sh-in", "dest-uri": "amqp://",
+            "dest-queue": "sh-out"}})
+        assert reply.status_code == 201, reply.text
+        for index in range(100):
+            http.post("/api/exchanges/%2F/amq.default/publish", json={
+                "routing_key": "sh-in", "payload": f"s{index}",
+                "properties": {"delivery_mode": 2}})
+    listed = wait_for(lambda: len({tuple(shovels(node)) for node in nodes}) == 1
+                      and [row for row in shovels(nodes[0]) if row[2] == "running"],
+                      "every node to list the shovel running on one node", 30)
+    assert [name for name, _, _ in listed] == ["inside"]
+
+    def moved() -> bool:
+        queue = httpx.get(f"{nodes[2].url}/api/queues/%2F/sh-out", auth=GUEST).json()
+        return queue.get("messages", 0) == 100
+
+    wait_for(moved, "the shovel to move the 100 messages", 30)
 
 
 def test_a_queue_link_runs_on_the_queue_leader_and_follows_it(
