@@ -10,7 +10,7 @@ still be delivered.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from logbroker.message import Message, expirations_and_priorities, expiry_from, expiry_ms
@@ -80,6 +80,62 @@ def _decided(facts: tuple[str | None, int | None], message_ttl_ms: int | None, n
     return NO_EXPIRY if expires is None else expires, min(facts[1] or 0, 255)
 
 
+@dataclass(slots=True)
+class MetaColumns:
+    """The metas of consecutive offsets as the table stores them: what a restart loads
+    (from the per-segment sidecars) without an object per message."""
+
+    sizes: array[int]  # "I"
+    expiries: array[int]  # "q"
+    priorities: array[int]  # "B"
+
+    @classmethod
+    def empty(cls) -> MetaColumns:
+        return cls(array("I"), array("q"), array("B"))
+
+    @classmethod
+    def zeros(cls, count: int) -> MetaColumns:
+        """`count` entries to be filled with `put` (allocated once: a restart's peak)."""
+        return cls(array("I", bytes(4 * count)), array("q", bytes(8 * count)),
+                   array("B", bytes(count)))
+
+    @classmethod
+    def of(cls, metas: Iterable[MessageMeta]) -> MetaColumns:
+        columns = cls.empty()
+        for meta in metas:
+            columns.append(meta)
+        return columns
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def __getitem__(self, index: int) -> MessageMeta:
+        return MessageMeta(self.sizes[index], self.expiries[index], self.priorities[index])
+
+    def append(self, meta: MessageMeta) -> None:
+        self.sizes.append(meta.size_bytes)
+        self.expiries.append(meta.expires_at_ms)
+        self.priorities.append(meta.priority)
+
+    def extend(self, other: MetaColumns) -> None:
+        self.sizes.extend(other.sizes)
+        self.expiries.extend(other.expiries)
+        self.priorities.extend(other.priorities)
+
+    def put(self, position: int, other: MetaColumns) -> None:
+        """Overwrite the entries from `position` with `other`'s."""
+        end = position + len(other)
+        if end > len(self):
+            raise ValueError(f"{len(other)} entries from {position} overrun {len(self)}")
+        self.sizes[position:end] = other.sizes
+        self.expiries[position:end] = other.expiries
+        self.priorities[position:end] = other.priorities
+
+    def sliced(self, start: int, end: int) -> MetaColumns:
+        return MetaColumns(self.sizes[start:end], self.expiries[start:end],
+                           self.priorities[start:end])
+
+
 class MessageMetaTable:
     def __init__(self, base_offset: int = 0) -> None:
         self.base_offset = base_offset
@@ -105,6 +161,18 @@ class MessageMetaTable:
         self._sizes.extend(run.sizes)
         self._expiries.extend(run.expiries)
         self._priorities.extend(run.priorities)
+
+    def extend_columns(self, first_offset: int, columns: MetaColumns) -> None:
+        """`extend` from columns already in the table's form (a restart's)."""
+        if first_offset != self.next_offset:
+            raise ValueError(f"offset {first_offset} is not the next offset {self.next_offset}")
+        if not self._sizes:  # a restart's millions: adopted, not copied
+            self._sizes, self._expiries = columns.sizes, columns.expiries
+            self._priorities = columns.priorities
+            return
+        self._sizes.extend(columns.sizes)
+        self._expiries.extend(columns.expiries)
+        self._priorities.extend(columns.priorities)
 
     def size_bytes(self, offset: int) -> int:
         return self._sizes[offset - self.base_offset]

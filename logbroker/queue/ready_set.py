@@ -42,6 +42,13 @@ class FifoReadySet:
     def add_returned(self, offset: int, priority: int) -> None:
         heapq.heappush(self._returned, offset)
 
+    def returned_sorted(self, offsets: list[int]) -> None:
+        """`add_returned` for every one of `offsets`, ascending and none in the set yet
+        (a restart's unacked gaps): an ascending list already is a heap."""
+        if self._returned:
+            raise ValueError("returned_sorted only fills an empty heap")
+        self._returned = offsets
+
     def peek(self) -> int | None:
         if self._returned:
             return self._returned[0]
