@@ -20,10 +20,11 @@ from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from logbroker.message import Message, stored_fields
+from logbroker.message import Message
 from logbroker.queue.message_meta import NO_EXPIRY, MetaColumns
 from segments.log import Log
-from segments.record_batch import LogRecord, RecordBatch
+from segments.record_batch import Headers, RecordBatch
+from segments.record_columns import ColumnSummary
 
 NO_EXPIRATION = -1  # in `expirations`: the message has no (valid) expiration of its own
 
@@ -47,37 +48,64 @@ class SegmentFacts:
     def next_offset(self) -> int:
         return self.base_offset + len(self.sizes)
 
-    def add_records(self, records: Iterable[LogRecord]) -> None:
-        """Append the facts of `records`, which continue these facts' offsets."""
-        # Records of one batch mostly share one headers tuple (exchange, routing key,
-        # properties), decoded once per batch: work out each distinct one once.
-        known: dict[int, tuple[int, int, bool]] = {}
-        for record in records:
-            if record.offset != self.next_offset:
-                raise ValueError(f"record {record.offset} does not follow {self.next_offset}")
-            facts = known.get(id(record.headers))
-            if facts is None:
-                facts = known[id(record.headers)] = _facts_of(record)
-            priority, expiration, persistent = facts
-            if expiration != NO_EXPIRATION and not self.expirations:
-                self.expirations = array("q", [NO_EXPIRATION]) * len(self.sizes)
-            if self.expirations:
-                self.expirations.append(expiration)
-            if not persistent:
-                self.transient.append(len(self.sizes))
-            self.sizes.append(len(record.value))
-            self.priorities.append(priority)
-            self.timestamps.append(record.timestamp_ms)
-
     def add_batches(self, batches: Iterable[RecordBatch], end_offset: int) -> None:
         """Append the facts of the records of `batches` from `next_offset` up to
         `end_offset` (the first batch may start before, the last end after)."""
         for batch in batches:
             if batch.next_offset <= self.next_offset:
                 continue
-            records = batch.records()
+            if batch.base_offset >= end_offset:
+                break
+            if batch.base_offset > self.next_offset:
+                raise ValueError(f"batch {batch.base_offset} does not follow "
+                                 f"{self.next_offset}")
             start = self.next_offset - batch.base_offset
-            self.add_records(records[max(start, 0):end_offset - batch.base_offset])
+            end = min(end_offset, batch.next_offset) - batch.base_offset
+            if end > start:
+                self._add_summary(batch.column_summary(), batch.first_timestamp_ms, start, end)
+
+    def _add_summary(self, summary: ColumnSummary, first_timestamp_ms: int, start: int,
+                     end: int) -> None:
+        count = end - start
+        timestamps = (summary.timestamps[start:end] if summary.timestamps is not None
+                      else array("q", [first_timestamp_ms]) * count)
+        headers = summary.headers[start:end]
+        if headers.count(headers[0]) == count:
+            # The usual batch: one publisher's messages, equal properties. Column
+            # operations only, no loop over its records.
+            self._add_run(summary.value_lengths[start:end], timestamps,
+                          [_facts_of(headers[0])], uniform=True)
+            return
+        known: dict[int, tuple[int, int, bool]] = {}
+        facts = []
+        for record_headers in headers:  # each distinct tuple is decoded once a batch
+            found = known.get(id(record_headers))
+            if found is None:
+                found = known[id(record_headers)] = _facts_of(record_headers)
+            facts.append(found)
+        self._add_run(summary.value_lengths[start:end], timestamps, facts, uniform=False)
+
+    def _add_run(self, sizes: array[int], timestamps: array[int],
+                 facts: list[tuple[int, int, bool]], uniform: bool) -> None:
+        first = len(self.sizes)
+        count = len(sizes)
+        expirations = [expiration for _, expiration, _ in facts] if not uniform \
+            else [facts[0][1]]
+        if self.expirations or any(e != NO_EXPIRATION for e in expirations):
+            if not self.expirations:  # the first message with an expiration of its own
+                self.expirations = array("q", [NO_EXPIRATION]) * first
+            self.expirations.extend(array("q", expirations) * (count if uniform else 1))
+        if uniform:
+            priority, _, persistent = facts[0]
+            self.priorities.extend(array("B", [priority]) * count)
+            if not persistent:
+                self.transient.extend(range(first, first + count))
+        else:
+            self.priorities.extend(array("B", [priority for priority, _, _ in facts]))
+            self.transient.extend(first + index for index, (_, _, persistent)
+                                  in enumerate(facts) if not persistent)
+        self.sizes.extend(sizes)
+        self.timestamps.extend(timestamps)
 
     def meta_columns(self, message_ttl_ms: int | None, start: int = 0,
                      end: int | None = None) -> MetaColumns:
@@ -110,9 +138,10 @@ class SegmentFacts:
         return ranges
 
 
-def _facts_of(record: LogRecord) -> tuple[int, int, bool]:
+def _facts_of(headers: Headers) -> tuple[int, int, bool]:
     """(priority, own expiration or NO_EXPIRATION, persistent) of a stored message."""
-    message = Message.stored("", "", b"", 0, stored_fields(record)[2])
+    properties = next((value for name, value in headers if name == "p"), None) or b""
+    message = Message.stored("", "", b"", 0, properties)
     expiration, priority = message.expiration_and_priority()
     return min(priority or 0, 255), _expiration_ms(expiration), message.persistent
 
