@@ -96,8 +96,8 @@ class MetaColumns:
     @classmethod
     def zeros(cls, count: int) -> MetaColumns:
         """`count` entries to be filled with `put` (allocated once: a restart's peak)."""
-        return cls(array("I", bytes(4 * count)), array("q", bytes(8 * count)),
-                   array("B", bytes(count)))
+        # Repeating a one-item array allocates once: no temporary `bytes` of the size.
+        return cls(array("I", [0]) * count, array("q", [0]) * count, array("B", [0]) * count)
 
     @classmethod
     def of(cls, metas: Iterable[MessageMeta]) -> MetaColumns:

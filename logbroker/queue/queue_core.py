@@ -146,7 +146,8 @@ class QueueCore:
         unacked = _gaps(acked_ranges, ack_floor, next_offset)
         core._redelivered_below = min(delivered_below, next_offset)
         sizes = columns.sizes
-        core.ready_bytes = sum(sum(sizes[lo - ack_floor:hi - ack_floor]) for lo, hi in unacked)
+        core.ready_bytes = sum(sizes) if unacked == [(ack_floor, next_offset)] else sum(
+            sum(sizes[lo - ack_floor:hi - ack_floor]) for lo, hi in unacked)
         if isinstance(core._ready, FifoReadySet):
             # Past the last acked range nothing was settled, so the scan starts there;
             # the unacked gaps below it go in the returned heap (a sorted list is one).

@@ -116,7 +116,7 @@ class SegmentFacts:
         count = len(sizes)
         if not self.expirations:
             if message_ttl_ms is None:
-                expiries = array("q", bytes(8 * count))
+                expiries = array("q", [NO_EXPIRY]) * count
             else:
                 expiries = array("q", map(message_ttl_ms.__add__, self.timestamps[start:end]))
             return MetaColumns(sizes, expiries, priorities)
