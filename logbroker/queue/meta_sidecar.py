@@ -12,6 +12,7 @@ Layout of `<queue>/meta/<base offset>.meta` (little-endian):
     base_offset     i64  the segment's
     next_offset     i64  the segment's
     segment_bytes   u64  the segment file's size when the facts were taken
+    last_batch_crc  u32  the CRC of the segment's last batch
     5 x (length u32, crc32c u32) of the columns: sizes (u32 each), priorities
                          (u8), timestamps (i64), expirations (i64, or empty when no
                          message has one), transient (u32 relative offsets)
@@ -19,8 +20,9 @@ Layout of `<queue>/meta/<base offset>.meta` (little-endian):
     the columns, back to back
 
 Correctness never depends on a sidecar: one that is missing, unreadable, fails
-a checksum or describes another segment (other base, next offset or size: a
-replica cut its log back and wrote again) is not used, and the segment is
+a checksum or describes another segment (other base, next offset or size; or,
+where a replica may have cut its log back and written again, another last
+batch) is not used, and the segment is
 scanned instead. So a sidecar is written without fsync: a crash can at worst
 leave one that fails its checksum.
 """
@@ -42,7 +44,7 @@ MAGIC = b"LBMS"
 VERSION = 1
 DIRECTORY = "meta"
 SUFFIX = ".meta"
-_HEAD = struct.Struct("<4sHqqQ" + "II" * 5)
+_HEAD = struct.Struct("<4sHqqQI" + "II" * 5)
 _CRC = struct.Struct("<I")
 HEADER_SIZE = _HEAD.size + _CRC.size
 _KINDS = ("I", "B", "q", "q", "I")  # sizes, priorities, timestamps, expirations, transient
@@ -67,29 +69,32 @@ def encode_sidecar(facts: SegmentFacts, segment_bytes: int) -> bytes:
         facts.sizes, facts.priorities, facts.timestamps, facts.expirations, facts.transient)]
     lengths = [field for column in columns for field in (len(column), crc32c.crc32c(column))]
     head = _HEAD.pack(MAGIC, VERSION, facts.base_offset, facts.next_offset, segment_bytes,
-                      *lengths)
+                      facts.last_batch_crc, *lengths)
     return b"".join([head, _CRC.pack(crc32c.crc32c(head)), *columns])
 
 
 def decode_sidecar(data: bytes, base_offset: int, next_offset: int, segment_bytes: int,
-                   with_timestamps: bool = True) -> SegmentFacts | None:
+                   with_timestamps: bool = True, last_batch_crc: int | None = None
+                   ) -> SegmentFacts | None:
     """The facts in `data` if it is a whole, valid sidecar of that segment (else None)."""
     return _decoded(lambda position, length: data[position:position + length], len(data),
-                    base_offset, next_offset, segment_bytes, with_timestamps)
+                    base_offset, next_offset, segment_bytes, with_timestamps, last_batch_crc)
 
 
 def read_sidecar(fs: FileSystem, path: str, base_offset: int, next_offset: int,
-                 segment_bytes: int, with_timestamps: bool = True) -> SegmentFacts | None:
+                 segment_bytes: int, with_timestamps: bool = True,
+                 last_batch_crc: int | None = None) -> SegmentFacts | None:
     """`decode_sidecar` of the file at `path` (None: missing, unreadable or not valid),
     reading only the columns wanted. `with_timestamps` False skips that column when no
-    message has its own expiration (a queue without a TTL needs none)."""
+    message has its own expiration (a queue without a TTL needs none); a
+    `last_batch_crc` must match the one the sidecar was written with."""
     if not fs.exists(path):
         return None
     try:
         handle = fs.open(path)
         try:
             return _decoded(handle.read_at, handle.size(), base_offset, next_offset,
-                            segment_bytes, with_timestamps)
+                            segment_bytes, with_timestamps, last_batch_crc)
         finally:
             handle.close()
     except OSError:
@@ -97,10 +102,14 @@ def read_sidecar(fs: FileSystem, path: str, base_offset: int, next_offset: int,
 
 
 def _decoded(read: Callable[[int, int], bytes], total: int, base_offset: int,
-             next_offset: int, segment_bytes: int, with_timestamps: bool
-             ) -> SegmentFacts | None:
-    fields = _header(read(0, HEADER_SIZE), base_offset, next_offset, segment_bytes)
-    if fields is None or HEADER_SIZE + sum(fields[0::2]) != total:
+             next_offset: int, segment_bytes: int, with_timestamps: bool,
+             last_batch_crc: int | None) -> SegmentFacts | None:
+    header = _header(read(0, HEADER_SIZE), base_offset, next_offset, segment_bytes,
+                     last_batch_crc)
+    if header is None:
+        return None
+    crc_of_last_batch, *fields = header
+    if HEADER_SIZE + sum(fields[0::2]) != total:
         return None
     count = next_offset - base_offset
     skip_timestamps = not with_timestamps and not fields[6]  # no expirations either
@@ -121,7 +130,8 @@ def _decoded(read: Callable[[int, int], bytes], total: int, base_offset: int,
         return None
     if len(expirations) not in (0, count) or any(r >= count for r in transient):
         return None
-    return SegmentFacts(base_offset, sizes, priorities, timestamps, expirations, transient)
+    return SegmentFacts(base_offset, sizes, priorities, timestamps, expirations, transient,
+                        crc_of_last_batch)
 
 
 def write_sidecar(fs: FileSystem, path: str, facts: SegmentFacts, segment_bytes: int) -> None:
@@ -149,17 +159,20 @@ def remove_sidecars(fs: FileSystem, directory: str, keep: set[int]) -> None:
             fs.remove(os.path.join(directory, name))
 
 
-def _header(head: bytes, base_offset: int, next_offset: int, segment_bytes: int
-            ) -> tuple[int, ...] | None:
+def _header(head: bytes, base_offset: int, next_offset: int, segment_bytes: int,
+            last_batch_crc: int | None) -> tuple[int, ...] | None:
+    """(last batch CRC, then length and CRC of each column), if valid and of that segment."""
     if len(head) != HEADER_SIZE:
         return None
     if crc32c.crc32c(head[:_HEAD.size]) != _CRC.unpack_from(head, _HEAD.size)[0]:
         return None
-    magic, version, base, next_, size, *fields = _HEAD.unpack_from(head)
+    magic, version, base, next_, size, crc, *fields = _HEAD.unpack_from(head)
     if (magic, version, base, next_, size) != (MAGIC, VERSION, base_offset, next_offset,
                                                segment_bytes):
         return None
-    return tuple(fields)
+    if last_batch_crc is not None and crc != last_batch_crc:
+        return None
+    return crc, *fields
 
 
 def _column(kind: str, chunk: bytes, crc: int) -> array[int] | None:

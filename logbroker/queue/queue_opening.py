@@ -55,7 +55,8 @@ def open_queue_files(settings: QueueSettings, fs: FileSystem, directory: str,
     # delivered once written, not synced): none may outlive the log's end.
     cursor.forget_from(log.next_offset)
     ack_floor = max(cursor.ack_floor, log.log_start_offset)
-    metas, transient = recovered_metas(fs, directory, log, ack_floor, settings)
+    metas, transient = recovered_metas(fs, directory, log, ack_floor, settings,
+                                       replicated=replica is not None)
     if transient and replica is None:
         cursor.append(transient)  # non-persistent messages do not survive a restart
         cursor.sync()

@@ -21,7 +21,7 @@ from logbroker.queue.meta_sidecar import (
     write_sidecar,
 )
 from logbroker.queue.queue_settings import QueueSettings
-from logbroker.queue.segment_facts import SegmentFacts, scanned_facts
+from logbroker.queue.segment_facts import SegmentFacts, batch_crc, scanned_facts
 from segments.filesystem import FileSystem
 from segments.log import Log
 
@@ -39,10 +39,13 @@ def read_delivery_mark(fs: FileSystem, path: str) -> int:
 
 
 def recovered_metas(
-    fs: FileSystem, directory: str, log: Log, ack_floor: int, settings: QueueSettings
+    fs: FileSystem, directory: str, log: Log, ack_floor: int, settings: QueueSettings,
+    replicated: bool = False,
 ) -> tuple[MetaColumns, list[tuple[int, int]]]:
     """Metadata for every offset in [ack_floor, next_offset), and the transient ones.
-    `directory` is the queue's (its sidecars are in `meta/` there)."""
+    `directory` is the queue's (its sidecars are in `meta/` there). A `replicated`
+    copy may have been cut back and written again since a sidecar was written: each
+    sealed segment's last batch must be the one its sidecar names."""
     sidecars = sidecar_directory(directory)
     fs.makedirs(sidecars)
     summaries = log.segment_summaries()
@@ -57,7 +60,7 @@ def recovered_metas(
             facts = scanned_facts(log, max(base, ack_floor), next_offset)
         else:
             facts = sealed_facts(fs, sidecars, log, base, next_offset, size,
-                                 settings.message_ttl_ms is not None)
+                                 settings.message_ttl_ms is not None, replicated)
         start = max(ack_floor - facts.base_offset, 0)
         columns.put(facts.base_offset + start - ack_floor,
                     facts.meta_columns(settings.message_ttl_ms, start))
@@ -68,11 +71,14 @@ def recovered_metas(
 
 
 def sealed_facts(fs: FileSystem, sidecars: str, log: Log, base: int, next_offset: int,
-                 size: int, with_timestamps: bool) -> SegmentFacts:
+                 size: int, with_timestamps: bool, check_last_batch: bool = False
+                 ) -> SegmentFacts:
     """A sealed segment's facts: from its sidecar, else read from it (and the sidecar
     written for next time)."""
     path = sidecar_path(sidecars, base)
-    facts = read_sidecar(fs, path, base, next_offset, size, with_timestamps)
+    last_crc = batch_crc(log.read_batches(next_offset - 1, 1)[0]) if check_last_batch \
+        else None
+    facts = read_sidecar(fs, path, base, next_offset, size, with_timestamps, last_crc)
     if facts is None:
         facts = scanned_facts(log, base, next_offset)
         write_sidecar(fs, path, facts, size)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from logbroker.message import Message
 from logbroker.queue.message_meta import NO_EXPIRY, MetaColumns
 from segments.log import Log
-from segments.record_batch import Headers, RecordBatch
+from segments.record_batch import PREFIX, Headers, RecordBatch
 from segments.record_columns import ColumnSummary
 
 NO_EXPIRATION = -1  # in `expirations`: the message has no (valid) expiration of its own
@@ -40,6 +40,9 @@ class SegmentFacts:
     # The message's own TTL in ms, or NO_EXPIRATION; empty when no message has one.
     expirations: array[int] = field(default_factory=lambda: array("q"))
     transient: array[int] = field(default_factory=lambda: array("I"))  # relative offsets
+    # The CRC of the last batch added: with the segment's base, end and size, what says
+    # a sidecar is this segment's and not one a replica cut back and wrote again.
+    last_batch_crc: int = 0
 
     def __len__(self) -> int:
         return len(self.sizes)
@@ -63,6 +66,7 @@ class SegmentFacts:
             end = min(end_offset, batch.next_offset) - batch.base_offset
             if end > start:
                 self._add_summary(batch.column_summary(), batch.first_timestamp_ms, start, end)
+                self.last_batch_crc = batch_crc(batch)
 
     def _add_summary(self, summary: ColumnSummary, first_timestamp_ms: int, start: int,
                      end: int) -> None:
@@ -136,6 +140,10 @@ class SegmentFacts:
             else:
                 ranges.append((offset, offset + 1))
         return ranges
+
+
+def batch_crc(batch: RecordBatch) -> int:
+    return int(PREFIX.unpack_from(batch.data)[2])
 
 
 def _facts_of(headers: Headers) -> tuple[int, int, bool]:

@@ -278,3 +278,34 @@ def test_recover_from_columns_matches_message_by_message(
     core.add_consumer(Consumer("c", "ch"), 0)
     assert [(e.offset, e.redelivered) for e in core.pump(0) if isinstance(e, Deliver)] == [
         (offset, offset < delivered_below) for offset in ready]
+
+
+def test_a_sidecar_names_its_segments_last_batch() -> None:
+    facts = sample_facts()
+    facts.last_batch_crc = 1234
+    data = encode_sidecar(facts, 4096)
+    assert decode_sidecar(data, 100, 103, 4096, last_batch_crc=1234) == facts
+    assert decode_sidecar(data, 100, 103, 4096, last_batch_crc=1235) is None
+
+
+def test_a_replica_cut_back_and_written_again_does_not_trust_old_sidecars() -> None:
+    fs = MemoryFileSystem()
+    log = written_log(fs)
+    recovered_metas(fs, DIRECTORY, log, 0, settings(), replicated=True)
+    before = {base: size for base, _, size, _ in log.segment_summaries()}
+    log.truncate_to(102)  # a batch boundary inside the sealed segment [96, 108)
+
+    def other(index: int) -> Message:  # same sizes, so the same segments: other priorities
+        properties = message(index).properties
+        if properties.priority is not None:
+            properties.priority = (properties.priority + 1) % 5
+        return Message("", "q", message(index).body, properties,
+                       timestamp_ms=message(index).timestamp_ms)
+
+    for first in range(102, 120, 6):
+        log.append(records_of([other(i) for i in range(first, first + 6)]))
+    log.sync()
+    assert {base: size for base, _, size, _ in log.segment_summaries()} == before
+    columns, _ = recovered_metas(fs, DIRECTORY, log, 0, settings(), replicated=True)
+    assert as_list(columns) == reference_metas(log, 0, settings())[0]
+    log.close()
