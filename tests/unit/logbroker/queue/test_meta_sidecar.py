@@ -309,3 +309,45 @@ def test_a_replica_cut_back_and_written_again_does_not_trust_old_sidecars() -> N
     columns, _ = recovered_metas(fs, DIRECTORY, log, 0, settings(), replicated=True)
     assert as_list(columns) == reference_metas(log, 0, settings())[0]
     log.close()
+
+
+# ------------------------------------------------------------ whole restarts
+
+
+async def test_a_restart_after_a_clean_stop_or_a_crash_is_the_same_with_and_without_sidecars(
+) -> None:
+    for clean, queue in [(True, settings(ttl=60_000)), (False, settings(ttl=60_000)),
+                         (True, settings(max_priority=4)), (False, settings(max_priority=4))]:
+        fs = MemoryFileSystem()
+        shell = QueueShell.open(queue, fs, DIRECTORY, log_config=SMALL)
+        for index in range(120):
+            shell.admit(message(index))
+            await asyncio.wait_for(shell.append(message(index)), 5)
+        taken = [found[0] for _ in range(30) if (found := shell.get("ch", no_ack=False))]
+        assert len(taken) == 30
+        shell.ack(taken[:10])  # the other 20 stay unacked across the stop
+        await asyncio.wait_for(shell.settles_durable(), 5)
+        for _ in range(20):
+            await asyncio.sleep(0)  # the sidecar writer's turns
+        if clean:
+            await shell.close()
+        else:
+            fs.crash_losing_all_unsynced()  # kill -9: no close, no sidecars finished
+        now = NOW + 1_000
+        with_sidecars = core_state(fs, queue, now)
+        sidecars = sidecar_directory(DIRECTORY)
+        assert fs.listdir(sidecars)
+        for name in fs.listdir(sidecars):
+            fs.remove(os.path.join(sidecars, name))
+        without = core_state(fs, queue, now)
+        assert with_sidecars == without
+        (count, _, _), deliveries, _ = with_sidecars
+        transient = {index for index in range(120) if index % 7 == 3}  # gone on restart
+        assert count == 120 - 10 - len(transient - set(taken[:10]))
+        delivered_again = {offset for offset, _ in deliveries}
+        unacked = set(taken[10:]) & delivered_again  # not transient, not expired since
+        assert unacked and unacked - transient == unacked
+        redelivered = {offset for offset, flag in deliveries if flag}
+        assert unacked <= redelivered
+        if clean and queue.max_priority is None:
+            assert redelivered == unacked  # after a clean stop, a FIFO queue's are exact
