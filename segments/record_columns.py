@@ -267,6 +267,15 @@ def summarize_columns(
     if flags & FLAG_KEYS:
         position += sum(length for length in key_lengths if length > 0)
     if flags & FLAG_HEADERS:
+        first = header_lengths[0]
+        encoded = bytes(buffer[position:position + first])
+        if first and header_lengths.count(first) == count and \
+                buffer[position:position + first * count] == encoded * count:
+            # Every record carries the same headers (one publisher's batch): one
+            # comparison in C instead of a loop over the records.
+            header_lists = [_decode_headers(encoded)] * count
+            header_lengths = array("I")
+            position += first * count
         decoded: dict[bytes, Headers] = {}
         for index, length in enumerate(header_lengths):
             if length:

@@ -86,7 +86,7 @@ class SidecarWriter:
             return
         self._look()
         while self._line:
-            self._step(1 << 62)
+            self._step(self._chunk_bytes)
         self.closed = True
 
     def _look(self) -> None:
