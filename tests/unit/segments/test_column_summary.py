@@ -13,10 +13,10 @@ RECORDS = [
 ]
 
 
-@pytest.mark.parametrize("compression", list(Compression))
 SAME_LENGTH = [Record(b"a", 1, None, (("p", b"\x01"),)), Record(b"b", 1, None, (("p", b"\x02"),))]
 
 
+@pytest.mark.parametrize("compression", list(Compression))
 @pytest.mark.parametrize("records", [RECORDS, RECORDS[:1], [RECORDS[0]] * 3, SAME_LENGTH,
                                      SAME_LENGTH[:1] * 2 + SAME_LENGTH[1:]])
 def test_summary_matches_the_decoded_records(compression: Compression,
