@@ -22,6 +22,8 @@ For each backlog size N (`--counts`):
 5. with that delivery still unacked the broker is killed (SIGKILL) and started
    again: the "kill9" figures.
 
+`queue_open_s` (with "sigterm") is the queue's recovery alone, `open_queue_files`
+timed in this process after the round's last SIGTERM.
 `to_amqp_s` is the part of `seconds` until the AMQP port took a connection:
 with a small backlog it is the process's start (the interpreter and imports,
 about 1 s on a loaded 2-core machine), the floor under every figure.
@@ -54,6 +56,9 @@ from pamqp import commands
 
 from bench.free_ports import free_port
 from logbroker.message import Message, records_of
+from logbroker.queue.queue_limits import QueueLimits
+from logbroker.queue.queue_opening import open_queue_files
+from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.sidecar_writer import SidecarWriter
 from segments.filesystem import RealFileSystem
 from segments.log import Log
@@ -214,6 +219,21 @@ def _measure(workdir: str, ports: tuple[int, int], settle_s: float
              "steady_rss_mib": round(steady, 1)}, broker, connection)
 
 
+def _queue_open_s(workdir: str) -> float:
+    """The queue's recovery alone (`open_queue_files`, as the broker opens it), in this
+    process: `seconds` without the interpreter's start and the broker's other work."""
+    directory = _queue_directory(os.path.join(workdir, "data"))
+    settings = QueueSettings(VHOST, QUEUE, True, QueueLimits())
+    started = time.perf_counter()
+    opened = open_queue_files(settings, RealFileSystem(), directory, None,
+                              int(time.time() * 1000))
+    seconds = time.perf_counter() - started
+    opened.log.close()
+    opened.cursor.close()
+    opened.mark.close()
+    return round(seconds, 3)
+
+
 def _close_quietly(connection: pika.BlockingConnection) -> None:
     with contextlib.suppress(Exception):
         connection.close()
@@ -252,6 +272,7 @@ def restarts(backlog: Backlog, settle_s: float) -> dict[str, dict[str, float]]:
     figures["kill9"], broker, connection = _measure(backlog.workdir, backlog.ports, settle_s)
     _close_quietly(connection)
     _stop(broker)
+    figures["sigterm"]["queue_open_s"] = _queue_open_s(backlog.workdir)
     _say(f"{backlog.count:,}: {figures}")
     return figures
 
@@ -286,6 +307,10 @@ def summary(lines: list[dict[str, Any]]) -> dict[str, Any]:
         targets[f"{mode}_ratio_le_2"] = ratio <= 2
         targets[f"{mode}_peak_rss_le_1.5x_steady"] = peak_ratio <= 1.5
     targets["sigterm_large_lt_1s"] = result["sigterm_large_seconds"] < 1.0
+    opens = {line["messages"]: line["queue_open_s"] for line in lines if "queue_open_s" in line}
+    result["queue_open_s_ratio"] = round(opens[large] / max(opens[small], 1e-6), 2)
+    result["queue_open_large_s"] = opens[large]
+    targets["queue_open_large_lt_1s"] = opens[large] < 1.0
     result["targets_met"] = targets
     return result
 
