@@ -120,9 +120,8 @@ class SegmentFacts:
         count = len(sizes)
         if not self.expirations:
             if message_ttl_ms is None:
-                expiries = array("q", [NO_EXPIRY]) * count
-            else:
-                expiries = array("q", map(message_ttl_ms.__add__, self.timestamps[start:end]))
+                return MetaColumns(sizes, None, priorities)  # none expires
+            expiries = array("q", map(message_ttl_ms.__add__, self.timestamps[start:end]))
             return MetaColumns(sizes, expiries, priorities)
         expiries = array("q", map(_expiry, self.timestamps[start:end],
                                   self.expirations[start:end], [message_ttl_ms] * count))

@@ -12,7 +12,14 @@ from pamqp import commands
 from logbroker.message import Message, records_of
 from logbroker.queue.consumers import Consumer
 from logbroker.queue.effects import Deliver
-from logbroker.queue.message_meta import MessageMeta, MetaColumns, meta_of
+from logbroker.queue.message_meta import (
+    NO_EXPIRY,
+    MessageMeta,
+    MessageMetaTable,
+    MetaColumns,
+    MetaRun,
+    meta_of,
+)
 from logbroker.queue.meta_sidecar import (
     decode_sidecar,
     encode_sidecar,
@@ -351,3 +358,21 @@ async def test_a_restart_after_a_clean_stop_or_a_crash_is_the_same_with_and_with
         assert unacked <= redelivered
         if clean and queue.max_priority is None:
             assert redelivered == unacked  # after a clean stop, a FIFO queue's are exact
+
+
+def test_the_expiry_column_exists_only_once_something_expires() -> None:
+    table = MessageMetaTable(10)
+    table.extend(10, MetaRun([1, 2], [0, 0], [0, 0]))
+    table.append(12, MessageMeta(3))
+    assert table._expiries is None and table.expires_at_ms(11) == NO_EXPIRY
+    table.append(13, MessageMeta(4, 99))
+    table.extend_columns(14, MetaColumns(array("I", [5]), None, array("B", [1])))
+    assert [table.expires_at_ms(o) for o in range(10, 15)] == [0, 0, 0, 99, 0]
+    table.forget_below(14)
+    assert table.size_bytes(14) == 5
+    columns = MetaColumns.zeros(4)
+    columns.put(0, MetaColumns(array("I", [1, 2]), None, array("B", [0, 0])))
+    assert columns.expiries is None
+    columns.put(2, MetaColumns(array("I", [3, 4]), array("q", [7, 0]), array("B", [0, 2])))
+    assert as_list(columns) == [MessageMeta(1), MessageMeta(2), MessageMeta(3, 7),
+                                MessageMeta(4, 0, 2)]
