@@ -12,7 +12,10 @@ sidecars and the active segment.
 
 The records are read back from the log rather than remembered as they are
 written: that keeps the publish path as it is, and the reads hit the page
-cache the write just filled.
+cache the write just filled. A follower's copy (`settled_below`: its high
+watermark) only gets sidecars for segments wholly below it: above it a
+replica may still cut its log back and write other messages at the same
+offsets.
 
 Invariants: at most one turn is scheduled; every sealed segment of the log
 is either in `_written` (a sidecar was there at open or has been written) or
@@ -55,18 +58,20 @@ _GIVE_UP = (CorruptSegmentError, LogClosedError, OffsetDeletedError, OffsetOutOf
 class SidecarWriter:
     def __init__(self, fs: FileSystem, queue_directory: str, log: Log,
                  call_soon: Callable[[Callable[[], None]], object],
-                 chunk_bytes: int = CHUNK_BYTES) -> None:
+                 chunk_bytes: int = CHUNK_BYTES,
+                 settled_below: Callable[[], int] | None = None) -> None:
         self._fs = fs
         self._directory = sidecar_directory(queue_directory)
         self._log = log
         self._call_soon = call_soon
         self._chunk_bytes = chunk_bytes
+        self._settled_below = settled_below
         fs.makedirs(self._directory)
         self._written = {base for name in fs.listdir(self._directory)
                          if (base := base_offset_of(name)) is not None}
         self._line: list[tuple[int, int, int]] = []  # (base, next offset, bytes), oldest first
         self._facts: SegmentFacts | None = None  # of `_line[0]`, as far as read
-        self._seen = (-1, -1)
+        self._seen = (-1, -1, -1)
         self._scheduled = False
         self.closed = False
 
@@ -74,11 +79,15 @@ class SidecarWriter:
         """The log was written to: if it sealed a segment, start on its sidecar."""
         if self.closed:
             return
-        if (self._log.segment_count, self._log.log_start_offset) != self._seen:
+        if self._looks() != self._seen:
             self._look()
         if self._line and not self._scheduled:
             self._scheduled = True
             self._call_soon(self._turn)
+
+    def close(self) -> None:
+        """Stop without writing what is left (the next open reads those segments)."""
+        self.closed = True
 
     def finish(self) -> None:
         """Write every sidecar still in line now (a clean stop), then stop."""
@@ -89,8 +98,13 @@ class SidecarWriter:
             self._step(self._chunk_bytes)
         self.closed = True
 
+    def _looks(self) -> tuple[int, int, int]:
+        """What, when it changes, may change the line (O(1): this is per write)."""
+        limit = self._settled_below() if self._settled_below is not None else -1
+        return self._log.segment_count, self._log.log_start_offset, limit
+
     def _look(self) -> None:
-        self._seen = (self._log.segment_count, self._log.log_start_offset)
+        self._seen = self._looks()
         sealed = {base: (next_offset, size)
                   for base, next_offset, size, _ in self._log.segment_summaries()[:-1]}
         gone = self._written - sealed.keys()
@@ -100,8 +114,10 @@ class SidecarWriter:
                 remove_sidecars(self._fs, self._directory, self._written)
             except OSError as error:
                 logger.warning("removing stale sidecars in %s: %s", self._directory, error)
+        limit = self._seen[2] if self._settled_below is not None else None
         self._line = [(base, *sealed[base]) for base in sorted(sealed)
-                      if base not in self._written]
+                      if base not in self._written
+                      and (limit is None or sealed[base][0] <= limit)]
         if self._facts is not None and (not self._line
                                         or self._facts.base_offset != self._line[0][0]):
             self._facts = None

@@ -3,6 +3,7 @@
 import asyncio
 import os
 from array import array
+from collections.abc import Callable
 
 from hypothesis import given
 from hypothesis import settings as settings_
@@ -35,6 +36,7 @@ from logbroker.queue.queue_recovery import recovered_metas
 from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.queue.segment_facts import SegmentFacts, scanned_facts
+from logbroker.queue.sidecar_writer import SidecarWriter
 from segments.cursor_log import CursorLog
 from segments.log import Log, LogConfig
 from segments.memory_filesystem import MemoryFileSystem
@@ -376,3 +378,31 @@ def test_the_expiry_column_exists_only_once_something_expires() -> None:
     columns.put(2, MetaColumns(array("I", [3, 4]), array("q", [7, 0]), array("B", [0, 2])))
     assert as_list(columns) == [MessageMeta(1), MessageMeta(2), MessageMeta(3, 7),
                                 MessageMeta(4, 0, 2)]
+
+
+def test_a_followers_sidecars_wait_for_its_high_watermark() -> None:
+    fs = MemoryFileSystem()
+    log = written_log(fs)
+    turns: list[Callable[[], None]] = []
+    high_watermark = 40
+    writer = SidecarWriter(fs, DIRECTORY, log, turns.append, chunk_bytes=256,
+                           settled_below=lambda: high_watermark)
+
+    def run() -> list[int]:
+        writer.wrote()
+        for _ in range(1_000):  # bounded: a turn per chunk
+            if not turns:
+                break
+            turns.pop(0)()
+        return [int(name.split(".")[0]) for name in fs.listdir(sidecar_directory(DIRECTORY))]
+
+    sealed = log.segment_summaries()[:-1]
+    assert run() == [base for base, next_offset, *_ in sealed if next_offset <= 40]
+    high_watermark = 100
+    assert run() == [base for base, next_offset, *_ in sealed if next_offset <= 100]
+    for base, next_offset, size, _ in sealed:
+        if next_offset <= 100:
+            path = sidecar_path(sidecar_directory(DIRECTORY), base)
+            assert read_sidecar(fs, path, base, next_offset, size) is not None
+    writer.close()
+    log.close()
