@@ -29,6 +29,7 @@ leave one that fails its checksum.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import sys
@@ -148,6 +149,13 @@ def write_sidecar(fs: FileSystem, path: str, facts: SegmentFacts, segment_bytes:
     fs.rename(temporary_path, path)
 
 
+def remove_sidecar(fs: FileSystem, path: str) -> None:
+    """Remove the sidecar at `path`, if there is one (its segment was deleted)."""
+    # The sidecar writer may remove the same file from the loop meanwhile.
+    with contextlib.suppress(FileNotFoundError):
+        fs.remove(path)
+
+
 def remove_sidecars(fs: FileSystem, directory: str, keep: set[int]) -> None:
     """Remove every sidecar (and leftover temporary file) whose base offset is not in
     `keep`: their segments were deleted, or cut back."""
@@ -156,7 +164,7 @@ def remove_sidecars(fs: FileSystem, directory: str, keep: set[int]) -> None:
     for name in fs.listdir(directory):
         base = base_offset_of(name)
         if base is None or base not in keep:
-            fs.remove(os.path.join(directory, name))
+            remove_sidecar(fs, os.path.join(directory, name))
 
 
 def _header(head: bytes, base_offset: int, next_offset: int, segment_bytes: int,

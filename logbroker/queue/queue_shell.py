@@ -446,6 +446,7 @@ class QueueShell:
             self.replication.acks_grew(floor)
         self.core.forget_below(floor)
         self._records.settled_below(floor)
+        self._sidecars.wrote()  # segments reclaimed since: their sidecars go too
 
     def reclaim_settled(self) -> None:
         """Delete the segments that are settled and beyond retention (see `retention`)."""

@@ -406,3 +406,27 @@ def test_a_followers_sidecars_wait_for_its_high_watermark() -> None:
             assert read_sidecar(fs, path, base, next_offset, size) is not None
     writer.close()
     log.close()
+
+
+async def test_sidecars_go_with_the_segments_retention_deletes() -> None:
+    fs = MemoryFileSystem()
+    shell = QueueShell.open(settings(), fs, DIRECTORY, log_config=SMALL)
+    for index in range(60):
+        shell.admit(message(index))
+        await asyncio.wait_for(shell.append(message(index)), 5)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert len(fs.listdir(sidecar_directory(DIRECTORY))) > 2
+    taken = [found[0] for _ in range(60) if (found := shell.get("ch", no_ack=False))]
+    shell.ack(taken)
+    await asyncio.wait_for(shell.settles_durable(), 5)
+    for _ in range(100):  # bounded: the reclaim runs on a worker thread
+        shell.reclaim_settled()
+        await asyncio.sleep(0.01)
+        await asyncio.wait_for(shell.settles_durable(), 5)
+        live = {base for base, *_ in shell.log.segment_summaries()[:-1]}
+        written = {int(name.split(".")[0]) for name in fs.listdir(sidecar_directory(DIRECTORY))}
+        if shell.log.segment_count == 1 and not written:
+            break
+    assert written <= live and shell.log.segment_count == 1
+    await shell.close()
