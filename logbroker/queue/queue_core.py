@@ -160,8 +160,7 @@ class QueueCore:
         else:
             priorities = columns.priorities
             for lo, hi in unacked:
-                for offset in range(lo, hi):
-                    core._ready.add_new(offset, priorities[offset - ack_floor])
+                core._ready.add_ascending(lo, priorities[lo - ack_floor:hi - ack_floor])
         core.next_offset = next_offset
         return core
 

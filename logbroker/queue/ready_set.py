@@ -96,6 +96,24 @@ class PriorityReadySet:
         heapq.heappush(self._heaps[self._clamp(priority)], offset)
         self._count += 1
 
+    def add_ascending(self, first_offset: int, priorities: Sequence[int]) -> None:
+        """`add_new` for consecutive offsets above every offset in the set (a restart's
+        unacked gaps, lowest first): appended in order, each heap stays sorted, so a
+        heap. A run of one priority (the usual backlog) is one list extension."""
+        if not priorities:
+            return
+        top = self.next_offset
+        if first_offset < top and self._count:
+            raise ValueError(f"offset {first_offset} is below the set's {top}")
+        end = first_offset + len(priorities)
+        if priorities.count(priorities[0]) == len(priorities):
+            self._heaps[self._clamp(priorities[0])].extend(range(first_offset, end))
+        else:
+            for offset, priority in zip(range(first_offset, end), priorities, strict=True):
+                self._heaps[self._clamp(priority)].append(offset)
+        self._count += len(priorities)
+        self.next_offset = max(self.next_offset, end)
+
     def _top(self) -> list[int] | None:
         for heap in reversed(self._heaps):
             if heap:

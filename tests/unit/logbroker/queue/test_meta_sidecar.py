@@ -35,6 +35,7 @@ from logbroker.queue.queue_opening import open_queue_files
 from logbroker.queue.queue_recovery import recovered_metas
 from logbroker.queue.queue_settings import QueueSettings
 from logbroker.queue.queue_shell import QueueShell
+from logbroker.queue.ready_set import PriorityReadySet
 from logbroker.queue.segment_facts import SegmentFacts, scanned_facts
 from logbroker.queue.sidecar_writer import SidecarWriter
 from segments.cursor_log import CursorLog
@@ -430,3 +431,15 @@ async def test_sidecars_go_with_the_segments_retention_deletes() -> None:
             break
     assert written <= live and shell.log.segment_count == 1
     await shell.close()
+
+
+def test_a_priority_set_filled_in_ascending_runs_delivers_as_one_filled_one_by_one() -> None:
+    runs = [(3, [1, 1, 1]), (8, [0, 2, 1, 2]), (20, [2] * 5), (30, [])]
+    ascending, one_by_one = PriorityReadySet(1), PriorityReadySet(1)
+    for first, priorities in runs:
+        ascending.add_ascending(first, array("B", priorities))
+        for index, priority in enumerate(priorities):
+            one_by_one.add_new(first + index, priority)
+    assert len(ascending) == len(one_by_one) and ascending.next_offset == 25
+    assert [ascending.pop() for _ in range(len(ascending))] == [
+        one_by_one.pop() for _ in range(len(one_by_one))]
