@@ -1,8 +1,9 @@
 """`SidecarWriter`: writes the meta sidecar of each segment the queue's log seals.
 
-Theory of operation. After every log write the shell calls `wrote`, which
-looks (in O(1): the log's segment count and start offset) whether the log
-rolled or dropped segments since it last looked. If it did, the segments
+Theory of operation. After every log write (and settle) the shell calls
+`wrote`, which looks (in O(1): the log's segment count and start offset, and a
+follower's high watermark) whether the log rolled or dropped segments since
+it last looked. If it did, the segments
 sealed since get in line, the sidecars of segments no longer in the log are
 removed, and the writer reads the oldest sealed segment in line back a chunk
 (`chunk_bytes`) per turn of the shell's loop (`call_soon`), so a 64 MiB
