@@ -34,10 +34,16 @@ import crc32c
 import zstandard
 
 from segments.record_columns import BatchFormatError as BatchFormatError
+from segments.record_columns import (
+    ColumnSummary,
+    decode_columns,
+    encode_batch_c,
+    encode_columns,
+    summarize_columns,
+)
 from segments.record_columns import Headers as Headers
 from segments.record_columns import LogRecord as LogRecord
 from segments.record_columns import Record as Record
-from segments.record_columns import decode_columns, encode_batch_c, encode_columns
 
 MAGIC = 2
 PREFIX = struct.Struct("<qII")  # base_offset, batch_length, crc
@@ -162,14 +168,26 @@ class RecordBatch:
     def size(self) -> int:
         return len(self.data)
 
-    def records(self) -> list[LogRecord]:
-        """Decode every record of the batch."""
+    def _payload(self) -> bytes | memoryview:
         payload: bytes | memoryview = memoryview(self.data)[HEADER_SIZE:]
         if self.flags & COMPRESSION_MASK == Compression.ZSTD:
             try:
                 payload = _decompressor.decompress(payload)
             except zstandard.ZstdError as error:
                 raise BatchFormatError(f"zstd payload does not decompress: {error}") from error
+        return payload
+
+    def column_summary(self) -> ColumnSummary:
+        """The records' value lengths, timestamps and headers, without copying values
+        (a reader of their metadata only: a queue's restart)."""
+        try:
+            return summarize_columns(self._payload(), self.record_count, self.flags)
+        except (struct.error, UnicodeDecodeError) as error:
+            raise BatchFormatError(f"record framing: {error}") from error
+
+    def records(self) -> list[LogRecord]:
+        """Decode every record of the batch."""
+        payload = self._payload()
         try:
             return decode_columns(payload, self.base_offset, self.record_count,
                                    self.first_timestamp_ms, self.flags)

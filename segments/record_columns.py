@@ -167,7 +167,8 @@ def encode_columns(records: Sequence[Record]) -> tuple[bytes, int, int, int]:
     return encode_columns_python(records)
 
 
-def _column(kind: str, buffer: bytes, position: int, count: int) -> tuple[array[int], int]:
+def _column(kind: str, buffer: bytes | memoryview, position: int, count: int
+            ) -> tuple[array[int], int]:
     column = array(kind)
     end = position + column.itemsize * count
     if end > len(buffer):
@@ -238,3 +239,52 @@ def _decode_headers(buffer: bytes) -> Headers:
     if position != len(buffer):
         raise BatchFormatError("a record's headers run past their length")
     return tuple(headers)
+
+
+class ColumnSummary(NamedTuple):
+    """A payload's records without their keys and values: what a reader that needs only
+    their lengths, timestamps and headers gets without copying every value."""
+
+    value_lengths: array[int]
+    timestamps: array[int] | None  # None: every record has the batch's first timestamp
+    headers: list[Headers]  # records of one batch with equal headers share one tuple
+
+
+def summarize_columns(
+    payload: bytes | memoryview, count: int, flags: int,
+) -> ColumnSummary:
+    """`decode_columns` without the keys and values (validated all the same)."""
+    buffer = memoryview(payload)  # values are skipped, never copied
+    value_lengths, position = _column("I", buffer, 0, count)
+    timestamps = None
+    if flags & FLAG_TIMESTAMPS:
+        timestamps, position = _column("q", buffer, position, count)
+    if flags & FLAG_KEYS:
+        key_lengths, position = _column("i", buffer, position, count)
+    header_lists: list[Headers] = [()] * count
+    if flags & FLAG_HEADERS:
+        header_lengths, position = _column("I", buffer, position, count)
+    if flags & FLAG_KEYS:
+        position += sum(length for length in key_lengths if length > 0)
+    if flags & FLAG_HEADERS:
+        first = header_lengths[0]
+        encoded = bytes(buffer[position:position + first])
+        if first and header_lengths.count(first) == count and \
+                buffer[position:position + first * count] == encoded * count:
+            # Every record carries the same headers (one publisher's batch): one
+            # comparison in C instead of a loop over the records.
+            header_lists = [_decode_headers(encoded)] * count
+            header_lengths = array("I")
+            position += first * count
+        decoded: dict[bytes, Headers] = {}
+        for index, length in enumerate(header_lengths):
+            if length:
+                encoded = bytes(buffer[position : position + length])
+                headers = decoded.get(encoded)
+                if headers is None:
+                    headers = decoded[encoded] = _decode_headers(encoded)
+                header_lists[index] = headers
+                position += length
+    if position + sum(value_lengths) != len(buffer):
+        raise BatchFormatError("record lengths do not add up to the payload size")
+    return ColumnSummary(value_lengths, timestamps, header_lists)

@@ -28,6 +28,7 @@ from logbroker.cluster.follower_view import FollowerView
 from logbroker.cluster.loop_timers import LoopTimers
 from logbroker.errors import BrokerError
 from logbroker.metadata import QueueRecord
+from logbroker.queue.sidecar_writer import SidecarWriter
 from replication.queue.fetch_protocol import FetchAnswer, FetchRequest
 from replication.queue.follower_fetch import FetchTiming
 from replication.queue.follower_fetch_driver import (
@@ -77,15 +78,25 @@ class RpcFetchTransport:
 
 
 class ThreadDisk:
-    """`ReplicaDisk`: replicas opened on the node's file system, fsynced on a thread."""
+    """`ReplicaDisk`: replicas opened on the node's file system, fsynced on a thread.
+
+    Each copy's sealed segments below its high watermark get their meta sidecar
+    (sidecar_writer.py) after its syncs, so a leader taking the queue over does not
+    read the whole backlog to open it."""
 
     def __init__(self, fs: FileSystem, directories: QueueDirectories) -> None:
         self._fs = fs
         self._directories = directories
         self._syncing: dict[FollowerReplica, asyncio.Future[None]] = {}
+        self._sidecars: dict[FollowerReplica, SidecarWriter] = {}
 
     def open(self, key: Key) -> FollowerReplica:
-        return FollowerReplica.open(self._fs, self._directories(*key))
+        directory = self._directories(*key)
+        replica = FollowerReplica.open(self._fs, directory)
+        self._sidecars[replica] = SidecarWriter(
+            self._fs, directory, replica.log, asyncio.get_running_loop().call_soon,
+            settled_below=lambda: replica.high_watermark or 0)
+        return replica
 
     def sync(self, replica: FollowerReplica, done: Callable[[Exception | None], None]
              ) -> None:
@@ -94,13 +105,20 @@ class ThreadDisk:
 
         def finished(future: asyncio.Future[None]) -> None:
             self._syncing.pop(replica, None)
+            sidecars = self._sidecars.get(replica)
+            if sidecars is not None and not replica.closed:
+                sidecars.wrote()
             if not future.cancelled():
                 error = future.exception()
                 done(error if isinstance(error, Exception) else None)
         syncing.add_done_callback(finished)
 
     async def settled(self, replica: FollowerReplica) -> None:
-        """A thread may still be fsyncing `replica`: let it finish (before closing it)."""
+        """A thread may still be fsyncing `replica`: let it finish (before closing it).
+        Its sidecars stop here: a copy is closed to be promoted, or forgotten."""
+        sidecars = self._sidecars.pop(replica, None)
+        if sidecars is not None:
+            sidecars.close()
         syncing = self._syncing.get(replica)
         if syncing is not None:
             await asyncio.gather(syncing, return_exceptions=True)

@@ -52,7 +52,13 @@ from logbroker.queue.effects import (
     with_settles,
 )
 from logbroker.queue.length_limit import LengthLimit
-from logbroker.queue.message_meta import NO_EXPIRY, MessageMeta, MessageMetaTable, MetaRun
+from logbroker.queue.message_meta import (
+    NO_EXPIRY,
+    MessageMeta,
+    MessageMetaTable,
+    MetaColumns,
+    MetaRun,
+)
 from logbroker.queue.queue_limits import Admission, QueueLimits
 from logbroker.queue.ready_set import FifoReadySet, PriorityReadySet
 
@@ -96,6 +102,9 @@ class QueueCore:
         self.roster = ConsumerRoster(single_active_consumer)
         self._unacked: dict[int, _Unacked] = {}
         self._delivered_before: set[int] = set()
+        # Offsets below it may have been delivered before a restart (recover): once
+        # one is settled it never comes back, so the range needs no set.
+        self._redelivered_below = 0
         self.ready_bytes = 0
         self._last_used_ms = now_ms
         self._expired = False
@@ -108,7 +117,7 @@ class QueueCore:
         ack_floor: int,
         next_offset: int,
         acked: Iterable[tuple[int, int]],
-        metas: Iterable[MessageMeta],
+        metas: MetaColumns | Iterable[MessageMeta],
         delivered_below: int,
         max_priority: int | None = None,
         single_active_consumer: bool = False,
@@ -119,31 +128,39 @@ class QueueCore:
         `metas` gives one entry per offset in `[ack_floor, next_offset)`, acked
         ones included; offsets below `delivered_below` that are not acked may
         have been delivered before the restart and come back redelivered.
+
+        A FIFO queue is rebuilt column by column, never message by message: its
+        never-delivered tail needs no memory in the ready set, and the messages
+        that may have been delivered are a range (`_redelivered_below`), so a
+        restart costs the same whatever the backlog (issue 28).
         """
         core = cls(limits, max_priority=max_priority,
                    single_active_consumer=single_active_consumer,
                    next_offset=ack_floor, now_ms=now_ms)
-        acked_ranges = sorted(acked)
-        # Past the last acked range nothing was settled, so the FIFO scan can start
-        # there; unacked gaps below it are kept in the returned heap, in order.
-        scan_start = max([ack_floor] + [hi for _, hi in acked_ranges[-1:]])
-        fifo = isinstance(core._ready, FifoReadySet)
-        if fifo:
-            core._ready = FifoReadySet(min(scan_start, next_offset))
-        slot = 0
-        for offset, meta in zip(range(ack_floor, next_offset), metas, strict=True):
-            core._meta.append(offset, meta)
-            while slot < len(acked_ranges) and acked_ranges[slot][1] <= offset:
-                slot += 1
-            if slot < len(acked_ranges) and acked_ranges[slot][0] <= offset:
-                continue
-            if offset < delivered_below:
-                core._delivered_before.add(offset)
-            if fifo and offset < scan_start:
-                core._ready.add_returned(offset, meta.priority)
-            else:
-                core._ready.add_new(offset, meta.priority)
-            core.ready_bytes += meta.size_bytes
+        columns = metas if isinstance(metas, MetaColumns) else MetaColumns.of(metas)
+        if len(columns) != next_offset - ack_floor:
+            raise ValueError(f"{len(columns)} metas for the {next_offset - ack_floor} "
+                             f"offsets [{ack_floor}, {next_offset})")
+        core._meta.extend_columns(ack_floor, columns)
+        acked_ranges = _clipped(acked, ack_floor, next_offset)
+        unacked = _gaps(acked_ranges, ack_floor, next_offset)
+        core._redelivered_below = min(delivered_below, next_offset)
+        sizes = columns.sizes
+        core.ready_bytes = sum(sizes) if unacked == [(ack_floor, next_offset)] else sum(
+            sum(sizes[lo - ack_floor:hi - ack_floor]) for lo, hi in unacked)
+        if isinstance(core._ready, FifoReadySet):
+            # Past the last acked range nothing was settled, so the scan starts there;
+            # the unacked gaps below it go in the returned heap (a sorted list is one).
+            scan_start = unacked[-1][0] if unacked and unacked[-1][1] == next_offset \
+                else next_offset
+            core._ready = FifoReadySet(scan_start)
+            core._ready.next_offset = next_offset
+            core._ready.returned_sorted(
+                [o for lo, hi in unacked if lo < scan_start for o in range(lo, hi)])
+        else:
+            priorities = columns.priorities
+            for lo, hi in unacked:
+                core._ready.add_ascending(lo, priorities[lo - ack_floor:hi - ack_floor])
         core.next_offset = next_offset
         return core
 
@@ -279,7 +296,7 @@ class QueueCore:
     def _deliver(
         self, offset: int, channel_key: str, tag: str | None, no_ack: bool, settled: list[int]
     ) -> Deliver:
-        redelivered = offset in self._delivered_before
+        redelivered = offset < self._redelivered_below or offset in self._delivered_before
         if no_ack:
             self._delivered_before.discard(offset)
             settled.append(offset)
@@ -422,3 +439,21 @@ class QueueCore:
         """The cursor's ack floor moved: metadata below it is no longer needed."""
         self._meta.forget_below(ack_floor)
 
+
+
+def _clipped(ranges: Iterable[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    """`ranges` (half-open) cut to [lo, hi), sorted, empty ones dropped."""
+    return [(max(a, lo), min(b, hi)) for a, b in sorted(ranges) if min(b, hi) > max(a, lo)]
+
+
+def _gaps(ranges: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    """The parts of [lo, hi) that sorted, disjoint `ranges` inside it do not cover."""
+    gaps: list[tuple[int, int]] = []
+    position = lo
+    for a, b in ranges:
+        if a > position:
+            gaps.append((position, a))
+        position = max(position, b)
+    if position < hi:
+        gaps.append((position, hi))
+    return gaps

@@ -55,7 +55,8 @@ def open_queue_files(settings: QueueSettings, fs: FileSystem, directory: str,
     # delivered once written, not synced): none may outlive the log's end.
     cursor.forget_from(log.next_offset)
     ack_floor = max(cursor.ack_floor, log.log_start_offset)
-    metas, transient = recovered_metas(log, ack_floor, settings)
+    metas, transient = recovered_metas(fs, directory, log, ack_floor, settings,
+                                       replicated=replica is not None)
     if transient and replica is None:
         cursor.append(transient)  # non-persistent messages do not survive a restart
         cursor.sync()
@@ -77,10 +78,10 @@ def open_queue_files(settings: QueueSettings, fs: FileSystem, directory: str,
     ready_end = max(ack_floor, ready_end)
     core = QueueCore.recover(
         settings.limits, ack_floor=ack_floor, next_offset=ready_end,
-        acked=cursor.acked.ranges(), metas=metas[:ready_end - ack_floor],
+        acked=cursor.acked.ranges(),
+        metas=metas if ready_end == log.next_offset else metas.sliced(0, ready_end - ack_floor),
         delivered_below=delivered_below, max_priority=settings.max_priority,
         single_active_consumer=settings.single_active_consumer, now_ms=now_ms,
     )
-    held = {ack_floor + index: meta for index, meta in enumerate(metas)
-            if ack_floor + index >= ready_end}
+    held = {offset: metas[offset - ack_floor] for offset in range(ready_end, log.next_offset)}
     return OpenedQueue(log, cursor, mark, core, gate, held, delivered_below)

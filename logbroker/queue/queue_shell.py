@@ -74,6 +74,7 @@ from logbroker.queue.replica_setup import ReplicaSetup
 from logbroker.queue.replication_gate import GateFenced, ReplicationGate
 from logbroker.queue.settle_writer import SettleWriter
 from logbroker.queue.shell_io import Handle, LoopShellIO, ShellIO
+from logbroker.queue.sidecar_writer import SidecarWriter
 from segments.clock import SYSTEM_CLOCK, Clock
 from segments.cursor_log import CursorLog
 from segments.filesystem import FileSystem
@@ -103,7 +104,9 @@ class QueueShell:
         self.cursor = cursor
         self.core = core
         self._io = io or LoopShellIO(fs, log, cursor, settings.fsync_policy)
-        self._io.after_write(self._pump_if_scheduled)
+        self._io.after_write(self._after_write)
+        # Sealed segments get their meta sidecar, so a restart need not read them.
+        self._sidecars = SidecarWriter(fs, directory, log, self._io.call_soon)
         self._settler = SettleWriter(log, cursor, self._io.cursor_commits, self._io.gather,
                                      self._io.reclaimer, lambda: self.settings.retention,
                                      self._settled, clock)
@@ -368,6 +371,10 @@ class QueueShell:
         if self._pump_scheduled is None and not self.closed:
             self._pump_scheduled = self._io.call_soon(self._pump)
 
+    def _after_write(self) -> None:
+        self._pump_if_scheduled()
+        self._sidecars.wrote()
+
     def _pump_if_scheduled(self) -> None:
         """After a write: deliver what it made ready now, not an iteration later."""
         if self._pump_scheduled is not None:
@@ -440,6 +447,7 @@ class QueueShell:
             self.replication.acks_grew(floor)
         self.core.forget_below(floor)
         self._records.settled_below(floor)
+        self._sidecars.wrote()  # segments reclaimed since: their sidecars go too
 
     def reclaim_settled(self) -> None:
         """Delete the segments that are settled and beyond retention (see `retention`)."""
@@ -511,6 +519,7 @@ class QueueShell:
             self._timer.cancel()
         self._settler.close()
         await self._io.close()
+        self._sidecars.finish()  # a restart after a clean stop reads no segment but the last
         self._delivery_mark.close()  # a clean stop knows exactly
         self.log.close()
         self.cursor.close()

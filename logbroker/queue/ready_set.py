@@ -42,6 +42,13 @@ class FifoReadySet:
     def add_returned(self, offset: int, priority: int) -> None:
         heapq.heappush(self._returned, offset)
 
+    def returned_sorted(self, offsets: list[int]) -> None:
+        """`add_returned` for every one of `offsets`, ascending and none in the set yet
+        (a restart's unacked gaps): an ascending list already is a heap."""
+        if self._returned:
+            raise ValueError("returned_sorted only fills an empty heap")
+        self._returned = offsets
+
     def peek(self) -> int | None:
         if self._returned:
             return self._returned[0]
@@ -88,6 +95,24 @@ class PriorityReadySet:
     def add_returned(self, offset: int, priority: int) -> None:
         heapq.heappush(self._heaps[self._clamp(priority)], offset)
         self._count += 1
+
+    def add_ascending(self, first_offset: int, priorities: Sequence[int]) -> None:
+        """`add_new` for consecutive offsets above every offset in the set (a restart's
+        unacked gaps, lowest first): appended in order, each heap stays sorted, so a
+        heap. A run of one priority (the usual backlog) is one list extension."""
+        if not priorities:
+            return
+        top = self.next_offset
+        if first_offset < top and self._count:
+            raise ValueError(f"offset {first_offset} is below the set's {top}")
+        end = first_offset + len(priorities)
+        if priorities.count(priorities[0]) == len(priorities):
+            self._heaps[self._clamp(priorities[0])].extend(range(first_offset, end))
+        else:
+            for offset, priority in zip(range(first_offset, end), priorities, strict=True):
+                self._heaps[self._clamp(priority)].append(offset)
+        self._count += len(priorities)
+        self.next_offset = max(self.next_offset, end)
 
     def _top(self) -> list[int] | None:
         for heap in reversed(self._heaps):

@@ -2,18 +2,22 @@
 
 Segments are detached under the log's group committer (no write or fsync
 runs meanwhile) and unlinked on a worker thread: unlinking 64 MiB files can
-take tens of milliseconds, too long for the event loop.
+take tens of milliseconds, too long for the event loop. Their meta sidecars
+(meta_sidecar.py) go with them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Sequence
 
 from logbroker.queue.group_commit import GroupCommitter
+from logbroker.queue.meta_sidecar import remove_sidecar, sidecar_directory, sidecar_path
 from segments.filesystem import FileSystem
 from segments.log import AppendResult, Log, delete_detached
 from segments.record_batch import Record
+from segments.segment import Segment
 
 __all__ = ["SegmentReclaimer"]
 
@@ -39,9 +43,16 @@ class SegmentReclaimer:
                 if self.closed:
                     return
                 detached = self._log.detach_before(floor)
-            await asyncio.to_thread(delete_detached, self._fs, self._log.directory, detached)
+            await asyncio.to_thread(self._delete, detached)
         finally:
             done()
+
+    def _delete(self, detached: list[Segment]) -> None:
+        delete_detached(self._fs, self._log.directory, detached)
+        # The queue's directory holds its log (queue_opening.py) and its sidecars.
+        sidecars = sidecar_directory(os.path.dirname(self._log.directory))
+        for segment in detached:
+            remove_sidecar(self._fs, sidecar_path(sidecars, segment.base_offset))
 
     async def drain(self) -> None:
         """Wait for the reclaims under way (their failures are their own to report)."""
