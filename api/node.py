@@ -20,8 +20,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from api.cli import add_client_commands, run_client_command
+from api.cli.command_parser import CommandParser
 from api.cli.options import add_connection_flags
+from api.cli.parser import add_client_commands
 from logbroker.cluster.cluster_settings import PeerSpecError
 from logbroker.event_loop import run_on
 from logbroker.node_settings import (
@@ -177,7 +178,7 @@ async def _start_cluster_node(settings: ServeSettings) -> ClusterNode:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="logbroker", description="Run a logbroker node (serve) or manage one.")
     add_connection_flags(parser, top_level=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -211,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     arguments = build_parser().parse_args(argv)
     if arguments.command != "serve":
+        from api.cli.run import run_client_command  # the client (httpx): not for serve
+
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
         return run_client_command(arguments)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
