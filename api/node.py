@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import os
 import signal
@@ -49,8 +50,6 @@ logger = logging.getLogger("logbroker")
 async def serve(settings: ServeSettings) -> int:
     # Imported here: the client subcommands, which start faster without them, need none.
     from api.amqp.server import AmqpServerConfig, start_amqp_server, stop_amqp_server
-    from api.http.api_context import ApiContext, Listeners
-    from api.http.server import start_http_server
     from logbroker.broker import Broker
     from logbroker.gc_tuning import freeze_startup_heap
     from logbroker.rate_sampling import sample_rates
@@ -81,6 +80,12 @@ async def serve(settings: ServeSettings) -> int:
                         settings.node_name, "AMQPS" if ssl_context else "AMQP 0-9-1",
                         settings.host, port, os.path.abspath(settings.data_dir),
                         settings.event_loop)
+    # The HTTP stack (FastAPI, pydantic, uvicorn, ~90 routes) takes longer to import than
+    # a backlog of millions to open: imported in a thread, AMQP clients are answered meanwhile.
+    await asyncio.to_thread(importlib.import_module, "api.http.server")
+    from api.http.api_context import ApiContext, Listeners
+    from api.http.server import start_http_server
+
     context = ApiContext(broker, Listeners(settings.amqp_port, settings.http_port,
                                            settings.host, amqps_port=settings.amqps_port,
                                            https_port=settings.https_port),
