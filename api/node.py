@@ -228,7 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from api.worker_supervisor import supervise
             return run_on("asyncio", supervise(argv, settings, _worker_specs(settings)))
         from api.worker_supervisor import stop_with_the_supervisor
+        from logbroker.gc_tuning import hold_collections
         stop_with_the_supervisor()
+        hold_collections()  # until serve freezes the startup heap
         return run_on(settings.event_loop, serve(settings))
     except SettingsError as error:
         print(f"logbroker: {error}", file=sys.stderr)
