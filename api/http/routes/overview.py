@@ -1,7 +1,10 @@
 """/api/overview, /api/nodes, /api/connections, /api/consumers, /api/whoami.
 
-On a clustered node /api/nodes lists every member of the cluster with its liveness
-(`status` up/down and `since_ms`), Raft `role` and whether it is the `leader`.
+/api/nodes lists every member of the cluster with its liveness (`status` up/down and
+`since_ms`), Raft `role`, whether it is the `leader` (`controller`) and how many
+queues it leads; a standalone node is a cluster of one (`/api/cluster`'s document):
+up since its start, its own controller, leading every queue. /api/overview's
+`listeners` are every member's, as the cluster advertises them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from api.http.http_errors import ApiError
 from api.http.path_names import path_name
 from api.http.query_params import ListOptions
 from api.http.rate_details import RateQuery, Rates, counted
+from api.http.routes.cluster import cluster_status
 from api.http.views import LENGTHS, channel_view, connection_view
 from logbroker.connections import ConnectionInfo
 from logbroker.node_figures import NodeFigures
@@ -71,9 +75,7 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
         "management_version": "0.1.0", "rabbitmq_version": "3.13.0-logbroker",
         "cluster_name": cluster_name, "node": ctx.node_name,
         "erlang_version": f"python {platform.python_version()}",
-        "listeners": [
-            {"node": ctx.node_name, "protocol": protocol, "ip_address": ctx.listeners.host,
-             "port": port} for protocol, port in ctx.listeners.enabled()],
+        "listeners": _listeners(ctx),
         "queue_totals": queue_totals,
         # Queues whose leader did not answer in time: not in the totals.
         "queues_unknown": len(figures.queues) - len(queues),
@@ -87,6 +89,30 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
         },
         "message_stats": message_stats,
     }
+
+
+def _listeners(ctx: ApiContext) -> list[dict[str, Any]]:
+    """Every node's listeners, as RabbitMQ lists them: this node's own (TLS ones too),
+    the others' as the cluster advertises them (host, AMQP and HTTP ports), and each
+    member's cluster port as `clustering`."""
+    if ctx.cluster is None:
+        return _own_listeners(ctx)
+    listed: list[dict[str, Any]] = []
+    for member in ctx.cluster.status().get("nodes", ()):
+        name, host = member.get("name"), member.get("host")
+        ports = [("amqp", member.get("amqp_port")), ("http", member.get("http_port"))]
+        listed += _own_listeners(ctx) if name == ctx.node_name else [
+            {"node": name, "protocol": protocol, "ip_address": host, "port": port}
+            for protocol, port in ports if port]
+        if member.get("cluster_port"):
+            listed.append({"node": name, "protocol": "clustering", "ip_address": host,
+                           "port": member["cluster_port"]})
+    return listed
+
+
+def _own_listeners(ctx: ApiContext) -> list[dict[str, Any]]:
+    return [{"node": ctx.node_name, "protocol": protocol, "ip_address": ctx.listeners.host,
+             "port": port} for protocol, port in ctx.listeners.enabled()]
 
 
 Summed = tuple[dict[str, int], dict[str, float], list[Point]]
@@ -145,11 +171,11 @@ def _cluster_node_view(ctx: ApiContext, status: dict[str, Any], member: dict[str
 
 
 async def _node_views(ctx: ApiContext) -> list[dict[str, Any]]:
-    """Every node: the cluster's members when clustered, else this node alone."""
-    if ctx.cluster is None:
-        return [_node_view(ctx)]
-    status = ctx.cluster.status()
-    told = (await cluster_figures(ctx.broker, [], every_node=True)).nodes
+    """Every node: the cluster's members when clustered, else this node alone (a
+    cluster of one, described as /api/cluster describes it)."""
+    status = cluster_status(ctx)
+    told = {} if ctx.cluster is None else \
+        (await cluster_figures(ctx.broker, [], every_node=True)).nodes
     return [_cluster_node_view(ctx, status, member, told.get(str(member.get("name"))))
             for member in status.get("nodes", ())]
 
