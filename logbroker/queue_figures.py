@@ -52,9 +52,7 @@ def queue_key(vhost: str, name: str) -> str:
 def queue_sample(shell: QueueShell) -> dict[str, int]:
     """What is sampled of a queue: its counters and lengths, under RabbitMQ's names."""
     counters, core = shell.counters, shell.core
-    return {"publish": counters.published, "deliver_get": counters.delivered,
-            "deliver": counters.delivered - counters.got, "get": counters.got,
-            "redeliver": counters.redelivered, "ack": counters.acked,
+    return {"publish": counters.published, **counters.handed_out(),
             "messages": core.message_count + core.unacked_count,
             "messages_ready": core.message_count,
             "messages_unacknowledged": core.unacked_count}

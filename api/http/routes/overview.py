@@ -41,16 +41,20 @@ Management = Depends(management_user)
 Monitoring = Depends(monitoring_user)
 
 
-QUEUE_COUNTERS = ("deliver_get", "deliver", "get", "redeliver", "ack")  # summed over queues
-NODE_COUNTERS = ("publish", "confirm", "return_unroutable")  # summed over nodes
+DELIVERIES = ("deliver_get", "deliver", "get", "redeliver", "ack")
+# Summed over nodes: counted where messages come in and go out, they outlive queues.
+NODE_COUNTERS = ("publish", "confirm", "return_unroutable", *DELIVERIES)
+# Summed over a user's queues when the node-wide counts would tell of other vhosts.
+QUEUE_COUNTERS = ("publish", *DELIVERIES)
 
 
 @router.get("/api/overview")
 async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
                        query: RateQuery = Rates) -> dict[str, Any]:
     """Cluster-wide, as RabbitMQ's: every queue counts with its leader's figures, every
-    node answering with its publishers' counts; rates and (asked) samples summed. A
-    user who sees only some vhosts gets what their queues counted."""
+    node answering with its publishers' and queues' counts (deleted queues' included);
+    rates and (asked) samples summed. A user who sees only some vhosts gets what
+    their queues counted."""
     broker = ctx.broker
     vhosts = visible_vhosts(ctx, who)
     every = [(vhost, record.name) for vhost in vhosts for record in broker.state.queues(vhost)]
@@ -65,9 +69,8 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
     message_stats: dict[str, Any] = {}
     if who.sees_all_vhosts:
         counted(message_stats, NODE_COUNTERS, *node_sum, query.msg_rates, now_ms)
-    else:  # node-wide counts would tell of other vhosts: what entered its queues only
-        counted(message_stats, ("publish",), *queue_sum, query.msg_rates, now_ms)
-    counted(message_stats, QUEUE_COUNTERS, *queue_sum, query.msg_rates, now_ms)
+    else:
+        counted(message_stats, QUEUE_COUNTERS, *queue_sum, query.msg_rates, now_ms)
     cluster_name = ctx.node_name if ctx.cluster is None else \
         str(ctx.cluster.status().get("cluster_name") or ctx.node_name)
     return {
