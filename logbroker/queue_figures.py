@@ -72,6 +72,8 @@ class QueueFigures:
     # Messages each follower has not persisted yet (None: the feed does not know it).
     follower_lags: Mapping[str, int | None] = field(default_factory=dict)
     points: Sequence[Point] = ()  # the sampled series at the grid asked, newest first
+    log_bytes: int | None = None  # the leader's log on disk (None: not told)
+    log_segments: int | None = None
 
     @property
     def leader_reachable(self) -> bool:
@@ -91,7 +93,8 @@ def local_figures(broker: Broker, shell: QueueShell, grid: Sequence[int] = ()
     return QueueFigures(core.message_count, core.consumer_count, shell.log_start_offset,
                         shell.readable_end, core.unacked_count, queue_sample(shell),
                         broker.rates.rates(key),
-                        lags, broker.rates.values_at(key, grid) if grid else [])
+                        lags, broker.rates.values_at(key, grid) if grid else [],
+                        shell.log.size_bytes, shell.log.segment_count)
 
 
 def _unknown(broker: Broker, vhost: str, name: str) -> QueueFigures:
@@ -106,7 +109,8 @@ def _queue_to_wire(figures: QueueFigures) -> dict[str, Any]:
     return {"r": figures.messages_ready, "u": figures.messages_unacknowledged,
             "c": figures.consumers, "f": figures.first_offset, "e": figures.next_offset,
             "n": dict(figures.counters), "rt": dict(figures.rates),
-            "l": dict(figures.follower_lags), "p": [[t, v] for t, v in figures.points]}
+            "l": dict(figures.follower_lags), "p": [[t, v] for t, v in figures.points],
+            "b": figures.log_bytes, "s": figures.log_segments}
 
 
 def _queue_from_wire(wire: Mapping[str, Any]) -> QueueFigures:
@@ -119,7 +123,7 @@ def _queue_from_wire(wire: Mapping[str, Any]) -> QueueFigures:
                         {str(k): float(v) for k, v in wire.get("rt", {}).items()},
                         {str(k): None if v is None else int(v)
                          for k, v in wire.get("l", {}).items()},
-                        points_from_wire(wire.get("p", ())))
+                        points_from_wire(wire.get("p", ())), count("b"), count("s"))
 
 
 def figures_answer(broker: Broker, header: Mapping[str, Any]) -> dict[str, Any]:

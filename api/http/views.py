@@ -86,12 +86,13 @@ def queue_view(ctx: ApiContext, record: QueueRecord, shell: QueueShell | None,
         "effective_policy_definition": jsonable(policy.definition) if policy else {},
         "first_offset": figures.first_offset, "next_offset": figures.next_offset,
     }
+    if figures.log_bytes is not None:  # the leader's, whichever node answers
+        view.update(log_bytes=figures.log_bytes, log_segments=figures.log_segments)
     if shell is not None:
         gate = shell.replication
         if gate is not None:
             view["high_watermark"] = gate.high_watermark
             view["replica_lag"] = dict(figures.follower_lags)
-        view.update(log_bytes=shell.log.size_bytes, log_segments=shell.log.segment_count)
     if not figures.leader_reachable:
         view["state"] = "down"  # its leader node is down, unreachable or slow: unknown
         view.update({name: None for name in (*LENGTHS, "consumers")})

@@ -96,17 +96,19 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
 
 def _listeners(ctx: ApiContext) -> list[dict[str, Any]]:
     """Every node's listeners, as RabbitMQ lists them: this node's own (TLS ones too),
-    the others' as the cluster advertises them (host, AMQP and HTTP ports), and each
-    member's cluster port as `clustering`."""
+    the others' as the cluster advertises them (AMQP and HTTP ports), and each member's
+    cluster port as `clustering`; clustered, every address is the member's advertised
+    host (where clients reach it, not a bind address such as 0.0.0.0)."""
     if ctx.cluster is None:
         return _own_listeners(ctx)
     listed: list[dict[str, Any]] = []
     for member in ctx.cluster.status().get("nodes", ()):
         name, host = member.get("name"), member.get("host")
-        ports = [("amqp", member.get("amqp_port")), ("http", member.get("http_port"))]
-        listed += _own_listeners(ctx) if name == ctx.node_name else [
-            {"node": name, "protocol": protocol, "ip_address": host, "port": port}
-            for protocol, port in ports if port]
+        ports: Sequence[tuple[str, int | None]] = ctx.listeners.enabled() \
+            if name == ctx.node_name else [("amqp", member.get("amqp_port")),
+                                           ("http", member.get("http_port"))]
+        listed += [{"node": name, "protocol": protocol, "ip_address": host, "port": port}
+                   for protocol, port in ports if port]
         if member.get("cluster_port"):
             listed.append({"node": name, "protocol": "clustering", "ip_address": host,
                            "port": member["cluster_port"]})

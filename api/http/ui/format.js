@@ -8,7 +8,10 @@ export function count(value) {
 export function rate(value) {
   if (value === undefined || value === null) return '';
   const n = Number(value);
-  return `${n >= 100 ? Math.round(n).toLocaleString('en-US') : n.toFixed(n >= 10 ? 1 : 2)}/s`;
+  // Digits by the rounded size, so that 99.97 reads "100/s" as 100.2 does, not "100.0/s".
+  const digits = n >= 99.95 ? 0 : (n >= 9.995 ? 1 : 2);
+  return `${n.toLocaleString('en-US',
+    {minimumFractionDigits: digits, maximumFractionDigits: digits})}/s`;
 }
 
 export function bytes(value) {

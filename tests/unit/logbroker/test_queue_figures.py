@@ -31,7 +31,8 @@ class FakeLink:
             raise BrokerError(541, "cluster node n3 is not reachable")
         return {"queues": [{"r": int(name[1:]), "u": 1, "c": 0, "f": 0, "e": 9,
                             "n": {"publish": 9}, "rt": {"publish": 0.5}, "l": {"n1": 2},
-                            "p": [[5000, {"publish": 9}]]} for _, name in request["queues"]],
+                            "p": [[5000, {"publish": 9}]], "b": 4096, "s": 1}
+                           for _, name in request["queues"]],
                 "node": {"n": {"publish": 3}, "mem": True}}
 
 
@@ -58,8 +59,10 @@ async def test_one_request_per_node_and_an_unreachable_node_is_unknown() -> None
     q7 = found.queues[("/", "q7")]
     assert (q7.messages_ready, q7.messages_unacknowledged, q7.next_offset) == (7, 1, 9)
     assert q7.follower_lags == {"n1": 2} and q7.rates == {"publish": 0.5}
+    assert (q7.log_bytes, q7.log_segments) == (4096, 1)  # the leader's log, told
     unknown = found.queues[("/", "q900")]
     assert not unknown.leader_reachable and unknown.messages_unacknowledged is None
+    assert unknown.log_bytes is None
     assert found.nodes["n3"] is None
     n2 = found.nodes["n2"]
     assert n2 is not None and n2.mem_alarm and n2.counters == {"publish": 3}

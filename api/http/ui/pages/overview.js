@@ -44,7 +44,6 @@ function nodeColumns(nowMs) {
     {key: 'disk_free_alarm', label: 'Disk alarm', value: (n) => n.disk_free_alarm,
       render: (n) => (n.disk_free_alarm == null ? UNKNOWN()
         : yesNo(n.disk_free_alarm, 'ALARM'))},
-    {key: 'uptime', label: 'Uptime', value: (n) => fmt.duration(n.uptime)},
   ];
 }
 

@@ -221,7 +221,7 @@ async def test_the_overview_lists_every_members_listeners(api: Api) -> None:
     api.cluster()
     listeners = (await api.http.get("/api/overview")).json()["listeners"]
     assert [(x["node"], x["protocol"], x["ip_address"], x["port"]) for x in listeners] == [
-        ("n1", "amqp", "127.0.0.1", 5672), ("n1", "http", "127.0.0.1", 15672),
+        ("n1", "amqp", "n1.example", 5672), ("n1", "http", "n1.example", 15672),
         ("n1", "clustering", "n1.example", 25672),
         ("n2", "amqp", "n2.example", 5673), ("n2", "http", "n2.example", 15673),
         ("n2", "clustering", "n2.example", 25672),
