@@ -1,4 +1,5 @@
-"""/api/overview, /api/nodes, /api/connections, /api/consumers, /api/whoami.
+"""/api/overview, /api/nodes, /api/consumers, /api/whoami (connections and channels:
+connections.py).
 
 /api/nodes lists every member of the cluster with its liveness (`status` up/down and
 `since_ms`), Raft `role`, whether it is the `leader` (`controller`) and how many
@@ -14,14 +15,13 @@ import platform
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fastapi import APIRouter, Depends, Header, Response
+from fastapi import APIRouter, Depends
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import (
     Principal,
     management_user,
     monitoring_user,
-    visible_vhost,
     visible_vhosts,
 )
 from api.http.http_errors import ApiError
@@ -29,8 +29,8 @@ from api.http.path_names import path_name
 from api.http.query_params import ListOptions
 from api.http.rate_details import RateQuery, Rates, counted
 from api.http.routes.cluster import cluster_status
-from api.http.views import LENGTHS, channel_view, connection_view
-from logbroker.connections import ConnectionInfo
+from api.http.routes.connections import connection_totals
+from api.http.views import LENGTHS
 from logbroker.node_figures import NodeFigures
 from logbroker.queue_figures import cluster_figures
 from logbroker.rate_samples import Point, sum_points
@@ -71,6 +71,7 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
         counted(message_stats, NODE_COUNTERS, *node_sum, query.msg_rates, now_ms)
     else:
         counted(message_stats, QUEUE_COUNTERS, *queue_sum, query.msg_rates, now_ms)
+    connections, channels = await connection_totals(ctx)
     cluster_name = ctx.node_name if ctx.cluster is None else \
         str(ctx.cluster.status().get("cluster_name") or ctx.node_name)
     return {
@@ -86,9 +87,9 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
             "queues": len(every),
             # + the default exchange of each vhost, as /api/exchanges lists it
             "exchanges": sum(len(broker.state.exchanges(v)) + 1 for v in vhosts),
-            "connections": len(broker.connections),
+            "connections": connections,  # every member's that answered, as RabbitMQ's
             "consumers": sum(f.consumers or 0 for f in queues),
-            "channels": sum(c.channels for c in broker.connections.all()),
+            "channels": channels,
         },
         "message_stats": message_stats,
     }
@@ -199,78 +200,6 @@ async def get_node(name: str, ctx: ApiContext = Context, _who: Principal = Monit
         if view["name"] == wanted:
             return view
     raise ApiError(404, f"node '{wanted}' not found")
-
-
-def _visible_connections(ctx: ApiContext, who: Principal) -> list[ConnectionInfo]:
-    return [info for info in ctx.broker.connections.all()
-            if who.sees_all_vhosts or info.user == who.user]
-
-
-def _connection(ctx: ApiContext, who: Principal, name: str) -> ConnectionInfo:
-    wanted = path_name(name)
-    for info in _visible_connections(ctx, who):
-        if info.connection_id == wanted:
-            return info
-    raise ApiError(404, f"no connection '{wanted}' on node {ctx.node_name}")
-
-
-@router.get("/api/connections", dependencies=[ListOptions])
-async def get_connections(ctx: ApiContext = Context, who: Principal = Management,
-                          query: RateQuery = Rates) -> list[dict[str, Any]]:
-    now_ms = ctx.broker.clock.wall_ms()
-    return [connection_view(ctx, info, query, now_ms)
-            for info in _visible_connections(ctx, who)]
-
-
-@router.get("/api/connections/{name}")
-async def get_connection(name: str, ctx: ApiContext = Context, who: Principal = Management,
-                         query: RateQuery = Rates) -> dict[str, Any]:
-    return connection_view(ctx, _connection(ctx, who, name), query, ctx.broker.clock.wall_ms())
-
-
-@router.delete("/api/connections/{name}", status_code=204)
-async def close_connection(name: str, ctx: ApiContext = Context, who: Principal = Management,
-                           x_reason: str | None = Header(None, max_length=200)) -> Response:
-    """Closed as RabbitMQ closes it: connection.close 320 CONNECTION_FORCED with the
-    `X-Reason` header as its text. A user may close its own connections, an
-    administrator any."""
-    info = _connection(ctx, who, name)
-    if not who.is_admin and info.user != who.user:
-        raise ApiError(403, f"user '{who.user}' may close only its own connections")
-    if info.close is None:
-        raise ApiError(400, f"a {info.protocol} connection cannot be closed this way")
-    info.close(x_reason or "Closed via management plugin")
-    return Response(status_code=204)
-
-
-def _channel_views(ctx: ApiContext, connections: list[ConnectionInfo], query: RateQuery
-                   ) -> list[dict[str, Any]]:
-    now_ms = ctx.broker.clock.wall_ms()
-    return [channel_view(ctx, info, channel, query, now_ms) for info in connections
-            for channel in info.channel_infos()]
-
-
-@router.get("/api/connections/{name}/channels", dependencies=[ListOptions])
-async def get_connection_channels(name: str, ctx: ApiContext = Context,
-                                  who: Principal = Management, query: RateQuery = Rates
-                                  ) -> list[dict[str, Any]]:
-    return _channel_views(ctx, [_connection(ctx, who, name)], query)
-
-
-@router.get("/api/channels", dependencies=[ListOptions])
-async def get_channels(ctx: ApiContext = Context, who: Principal = Management,
-                       query: RateQuery = Rates) -> list[dict[str, Any]]:
-    return _channel_views(ctx, _visible_connections(ctx, who), query)
-
-
-@router.get("/api/vhosts/{vhost}/channels", dependencies=[ListOptions])
-async def get_vhost_channels(vhost: str, ctx: ApiContext = Context,
-                             who: Principal = Management, query: RateQuery = Rates
-                             ) -> list[dict[str, Any]]:
-    vhost_name = path_name(vhost)
-    visible_vhost(ctx, who, vhost_name)
-    return _channel_views(ctx, [info for info in _visible_connections(ctx, who)
-                                if info.vhost == vhost_name], query)
 
 
 @router.get("/api/consumers", dependencies=[ListOptions])
