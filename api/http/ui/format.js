@@ -20,7 +20,7 @@ export function bytes(value) {
   let n = Number(value);
   let unit = 0;
   while (n >= 1024 && unit < units.length - 1) { n /= 1024; unit += 1; }
-  return `${unit === 0 ? n : n.toFixed(1)} ${units[unit]}`;
+  return `${unit === 0 ? Math.round(n) : n.toFixed(1)} ${units[unit]}`;  // rates too
 }
 
 /** "3 min 5 s" for a duration in milliseconds. */
