@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from logbroker.broker import Broker
     from logbroker.cluster.cluster_node import ClusterNode
     from logbroker.federation.federation_links import FederationLinks
+    from logbroker.federation.federation_statuses import FederationStatuses
 
 logger = logging.getLogger("logbroker")
 
@@ -93,7 +94,7 @@ async def serve(settings: ServeSettings) -> int:
                     for port, ssl_context in ((settings.http_port, None),
                                               (settings.https_port, tls)) if port]
     federation = _start_federation(broker, clustered=cluster is not None)
-    context.federation = federation
+    context.federation = _federation_statuses(broker, federation, cluster)
     sampling = asyncio.ensure_future(sample_rates(broker))  # once per node, whatever listens
     freeze_startup_heap()  # everything so far lives as long as the process
     stop = asyncio.Event()
@@ -147,6 +148,18 @@ def _start_federation(broker: Broker, clustered: bool) -> FederationLinks:
     broker.applied_listeners.append(links.on_applied)
     links.refresh()
     return links
+
+
+def _federation_statuses(broker: Broker, links: FederationLinks,
+                         cluster: ClusterNode | None) -> FederationStatuses:
+    """What /api/federation-links and /api/shovels list: every node's, in a cluster."""
+    from logbroker.federation.federation_statuses import FederationStatuses
+
+    def up_nodes() -> list[str]:
+        return [node.name for node in broker.state.cluster_nodes() if node.up]
+
+    return FederationStatuses(links, broker.config.node_name,
+                              cluster.rpc if cluster is not None else None, up_nodes)
 
 
 def _reload_tls(options: TlsOptions, contexts: list[ssl.SSLContext]) -> None:

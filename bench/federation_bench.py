@@ -9,6 +9,11 @@ holds a durable queue bound to it with `#`.
 - `link`: the same N published to the upstream's `fed-x`; msgs/s from the first
   publish to the moment the downstream queue holds all N (polled over HTTP).
 
+- with `--queue-link`, also `queue_link`: N in the upstream's durable queue `work`,
+  federated into the downstream's `work` (`ack-mode` `on-confirm`); msgs/s from the
+  moment a consumer (prefetch 1000, acking each) starts on the downstream until it
+  has all N: a federated queue moves messages only to where consumers wait.
+
 Prints one JSON line: both rates and `link_ratio` = link / local (target >= 0.5).
 Bounded: every wait has a deadline, both nodes are stopped at the end.
 """
@@ -85,19 +90,23 @@ def served(name: str) -> Iterator[Node]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-async def publish(url: str, count: int, in_flight: int, body: bytes) -> float:
-    """Publish `count` persistent messages to fed-x with confirms; seconds taken."""
+async def publish(url: str, count: int, in_flight: int, body: bytes,
+                  queue: str | None = None) -> float:
+    """Publish `count` persistent messages to fed-x (or straight to `queue`, declared
+    durable) with confirms; seconds taken."""
     connection = await aiormq.connect(url)
     try:
         channel = await connection.channel(publisher_confirms=True)
+        if queue is not None:
+            await channel.queue_declare(queue, durable=True)
         window = asyncio.Semaphore(in_flight)
         properties = Basic.Properties(delivery_mode=2)
 
         async def one(index: int) -> None:
             async with window:
                 confirmation = await channel.basic_publish(
-                    body, exchange="fed-x", routing_key=f"k.{index % 16}",
-                    properties=properties)
+                    body, exchange="" if queue else "fed-x",
+                    routing_key=queue or f"k.{index % 16}", properties=properties)
                 if not isinstance(confirmation, Basic.Ack):
                     raise RuntimeError("a publish was not confirmed")
 
@@ -140,6 +149,48 @@ def setup(upstream: Node, downstream: Node) -> None:
             time.sleep(0.1)
 
 
+async def consume_all(url: str, queue: str, count: int, timeout_s: float) -> float:
+    """Consume `count` messages from `queue` (prefetch 1000, an ack each); seconds taken."""
+    connection = await aiormq.connect(url)
+    try:
+        channel = await connection.channel()
+        await channel.basic_qos(prefetch_count=1000)
+        got = 0
+        done = asyncio.Event()
+
+        async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
+            nonlocal got
+            await channel.basic_ack(message.delivery_tag or 0)
+            got += 1
+            if got >= count:
+                done.set()
+
+        started = time.perf_counter()
+        await channel.basic_consume(queue, on_message)
+        await asyncio.wait_for(done.wait(), timeout_s)
+        return time.perf_counter() - started
+    finally:
+        await connection.close()
+
+
+def queue_link_seconds(upstream: Node, downstream: Node, args: argparse.Namespace,
+                       body: bytes) -> float:
+    """N through the federated queue `work` (see the module doc)."""
+    asyncio.run(publish(upstream.amqp, args.messages, args.in_flight, body, queue="work"))
+    with httpx.Client(base_url=downstream.url, auth=GUEST, timeout=10) as http:
+        http.put("/api/queues/%2F/work", json={"durable": True})
+        http.put("/api/policies/%2F/fed-queue", json={
+            "pattern": "^work$", "apply-to": "queues",
+            "definition": {"federation-upstream": "up"}})
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not any(link.get("queue") == "work" and link.get("status") == "running"
+                      for link in http.get("/api/federation-links").json()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the queue link did not start")
+            time.sleep(0.1)
+    return asyncio.run(consume_all(downstream.amqp, "work", args.messages, args.timeout_s))
+
+
 def purge(node: Node, queue: str) -> None:
     httpx.delete(f"{node.url}/api/queues/%2F/{queue}/contents", auth=GUEST, timeout=30)
 
@@ -154,11 +205,17 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         started = time.perf_counter()
         asyncio.run(publish(upstream.amqp, args.messages, args.in_flight, body))
         arrived = wait_depth(downstream, "sink", args.messages, args.timeout_s)
+        queue_s = (queue_link_seconds(upstream, downstream, args, body) if args.queue_link
+                   else None)
     local_rate = args.messages / local_s
     link_rate = args.messages / (arrived - started)
-    return {"bench": "federation", "messages": args.messages, "size": args.size,
-            "ack_mode": "on-confirm", "local_msgs_s": round(local_rate),
-            "link_msgs_s": round(link_rate), "link_ratio": round(link_rate / local_rate, 3)}
+    result: dict[str, object] = {
+        "bench": "federation", "messages": args.messages, "size": args.size,
+        "ack_mode": "on-confirm", "local_msgs_s": round(local_rate),
+        "link_msgs_s": round(link_rate), "link_ratio": round(link_rate / local_rate, 3)}
+    if queue_s is not None:
+        result["queue_link_msgs_s"] = round(args.messages / queue_s)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--in-flight", type=int, default=500)
     parser.add_argument("--timeout-s", type=float, default=120.0)
+    parser.add_argument("--queue-link", action="store_true",
+                        help="also time N messages through a federated queue link")
     print(json.dumps(run(parser.parse_args(argv))))
     return 0
 

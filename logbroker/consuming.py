@@ -54,6 +54,24 @@ class Consuming:
     ) -> tuple[str, QueueType]:
         """basic.consume: the consumer tag (generated when empty) and the queue."""
         endpoint = await self._readable(session, queue)
+        return await self._consume(endpoint, sink, consumer_tag, no_ack, exclusive,
+                                   prefetch_count, arguments)
+
+    async def consume_as_broker(self, vhost: str, queue: str, sink: DeliverySink, *,
+                                connection_id: str, no_ack: bool, prefetch_count: int
+                                ) -> tuple[str, QueueType]:
+        """A consumer of the broker's own (a shovel whose source is this broker:
+        RabbitMQ's direct connection). It has no user, so no permission is checked;
+        an exclusive queue of another connection is still refused."""
+        self._state().check_queue_access(vhost, queue, connection_id)
+        endpoint = await self._queues.endpoint_when_open(vhost, queue)
+        if endpoint is None:
+            raise BrokerError(NOT_FOUND, f"no queue '{queue}' in vhost '{vhost}'")
+        return await self._consume(endpoint, sink, "", no_ack, False, prefetch_count, None)
+
+    async def _consume(self, endpoint: QueueType, sink: DeliverySink, consumer_tag: str,
+                       no_ack: bool, exclusive: bool, prefetch_count: int,
+                       arguments: Mapping[str, Any] | None) -> tuple[str, QueueType]:
         tag = consumer_tag or server_generated_name("amq.ctag-")
         priority = (arguments or {}).get("x-priority", 0)
         if not isinstance(priority, int) or isinstance(priority, bool):

@@ -92,9 +92,14 @@ def export_definitions(state: MetadataState) -> dict[str, Any]:
 
 def import_commands(document: Mapping[str, Any]) -> list[Command]:
     """The commands that declare everything `document` names, in dependency order."""
+    return [command for _, command in import_entries(document)]
+
+
+def import_entries(document: Mapping[str, Any]) -> list[tuple[str, Command]]:
+    """`import_commands`, each with the entry it comes from (`policies[2] 'name'`)."""
     if not isinstance(document, Mapping):
         raise DefinitionsError("a definitions document is a JSON object")
-    commands: list[Command] = []
+    commands: list[tuple[str, Command]] = []
     for kind, build in (("vhosts", _vhost), ("users", _user), ("permissions", _permissions),
                         ("parameters", _parameter), ("policies", _policy),
                         ("exchanges", _exchange), ("queues", _queue), ("bindings", _binding)):
@@ -109,8 +114,13 @@ def import_commands(document: Mapping[str, Any]) -> list[Command]:
             except (KeyError, TypeError, ValueError) as error:
                 raise DefinitionsError(f"{kind}[{index}]: {_why(error)}") from error
             if command is not None:
-                commands.append(command)
+                commands.append((_label(kind, index, entry), command))
     return commands
+
+
+def _label(kind: str, index: int, entry: Mapping[str, Any]) -> str:
+    name = entry.get("name")
+    return f"{kind}[{index}]" + (f" '{name}'" if isinstance(name, str) else "")
 
 
 def _why(error: Exception) -> str:

@@ -22,6 +22,7 @@ from api.amqp.output_round import OutputRound
 from api.amqp.reply_texts import reply_text
 from api.amqp.server_properties import TLS_AUTH_MECHANISMS, ConnectionConfig
 from logbroker.broker import Broker
+from logbroker.cluster_name import cluster_name
 from logbroker.metadata.reply_codes import ReplyCode
 from segments.clock import SYSTEM_CLOCK, Clock
 
@@ -66,7 +67,9 @@ async def start_amqp_server(
     pending = PendingHandshakes(max_pending_handshakes)
 
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        handler = ConnectionHandler(broker, config, reader, writer, next(serial), replies,
+        # The cluster's name as it is now (a member may have joined since the last one).
+        named = replace(config, cluster_name=cluster_name(broker.state, broker.config.node_name))
+        handler = ConnectionHandler(broker, named, reader, writer, next(serial), replies,
                                     output_round, clock)
         if not pending.admit(handler):
             writer.transport.abort()

@@ -212,12 +212,14 @@ def _add_federation(commands: Subparsers) -> None:
     group = commands.add_parser("federation", help="federation links: status")
     verbs = group.add_subparsers(dest="federation_command", required=True, metavar="COMMAND")
     status = _command(verbs, "status", admin.federation_status,
-                      "the links of the node at --url: upstream, status, messages, errors")
+                      "every node's links (asked of the node at --url): upstream, node, "
+                      "status, messages, errors")
     status.add_argument("--format", choices=("table", "json"), default="table")
     group = commands.add_parser("shovel", help="dynamic shovels: status")
     verbs = group.add_subparsers(dest="shovel_command", required=True, metavar="COMMAND")
     status = _command(verbs, "status", admin.shovel_status,
-                      "the shovels of the node at --url: state, messages moved, errors")
+                      "every node's shovels (asked of the node at --url): state, node, "
+                      "messages moved, errors")
     status.add_argument("--format", choices=("table", "json"), default="table")
 
 

@@ -15,7 +15,7 @@ from api.http.leases import LeaseTable
 from api.http.peer_views import PeerViews
 from logbroker.broker import Broker
 from logbroker.cluster.cluster_control import ClusterControl, ReplicaControl
-from logbroker.federation.federation_links import FederationLinks
+from logbroker.federation.federation_statuses import FederationStatuses
 from segments.clock import SYSTEM_CLOCK, Clock
 
 HTTP_CONNECTION_ID = "http"  # REST calls share one pseudo-connection (no exclusive queues)
@@ -44,7 +44,7 @@ class ApiContext:
     leases: LeaseTable = field(default_factory=LeaseTable)
     max_body_bytes: int = 64 * 1024 * 1024
     metrics_auth: bool = False  # /metrics asks for a monitoring login (--metrics-auth)
-    federation: FederationLinks | None = None  # the node's federation links (status)
+    federation: FederationStatuses | None = None  # federation links and shovels (status)
     connection_id: str = HTTP_CONNECTION_ID
     cluster: ClusterControl | None = None
     replicas: ReplicaControl | None = None

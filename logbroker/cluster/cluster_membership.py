@@ -38,6 +38,7 @@ from logbroker.cluster.liveness import NodeAddress
 from logbroker.cluster.metadata_proposals import Accepted, MetadataProposals, Outcome, Retry
 from logbroker.cluster.proposal_driver import OnOutcome, ProposalDriver
 from logbroker.cluster.replicated_metadata import ReplicatedMetadata, outcome_of
+from logbroker.cluster_name import cluster_name
 from logbroker.errors import NOT_FOUND, PRECONDITION_FAILED, BrokerError
 from logbroker.metadata.commands import AddClusterNode, RemoveClusterNode
 from replication.raft.driver import RaftDriver
@@ -92,7 +93,7 @@ class ClusterMembership:
                 "host_id": record.host_id, "zone": record.zone,
             })
         return {
-            "cluster_name": "logbroker",
+            "cluster_name": cluster_name(state, self.node_name),
             "node": self.node_name, "leader": driver.leader_id, "term": driver.term,
             "commit_index": driver.commit_index, "applied_index": driver.applied_index,
             "nodes": nodes, "hosts": hosts_document(nodes),

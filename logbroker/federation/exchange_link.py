@@ -12,9 +12,12 @@ only once the local publish is confirmed (durable in every queue it reached), so
 a kill -9 of either side loses nothing: what was not acked is delivered again.
 `on-publish` acks once the publish is handed over, `no-ack` consumes without acks.
 
-A message that already crossed `max-hops` links, or that came from this node
-(its name in `x-received-from`), is acked and dropped: that is what stops loops
-in rings and meshes of brokers. Bindings added and removed downstream are applied
+A message that already crossed `max-hops` links, or that has been in this
+cluster before (its cluster name in `x-received-from`, see `received_from`), is
+acked and dropped: that is what stops loops in rings and meshes of brokers. The
+upstream queue is named after the downstream's cluster, not the node running the
+link, so a link that moves to another node of the cluster takes up the same
+queue and what waited there. Bindings added and removed downstream are applied
 upstream while the link runs (`bindings_changed`). A failure anywhere closes the
 connection, records the error in the status, and the link reconnects after
 `reconnect-delay`; messages meanwhile wait in the upstream queue.
@@ -36,20 +39,23 @@ from aiormq.abc import DeliveredMessage
 from logbroker.federation.link_plan import LinkKey, Upstream
 from logbroker.federation.link_status import LinkStatus
 from logbroker.federation.link_task import LinkTask, amqp_connection, reconnect_forever, redact
+from logbroker.federation.received_from import forwards, received_from, with_hop
 from logbroker.message import Message
 from logbroker.metadata.records import ExchangeRecord
 from segments.clock import Clock
 
 __all__ = ["ExchangeLink", "LocalExchange"]
 
-RECEIVED_FROM = "x-received-from"
-
-
 class LocalExchange(Protocol):
     """What a link needs of the downstream broker."""
 
     @property
     def node_name(self) -> str: ...
+
+    @property
+    def cluster_name(self) -> str:
+        """The name every node of this cluster goes by (`logbroker.cluster_name`)."""
+        ...
 
     def exchange(self, vhost: str, name: str) -> ExchangeRecord | None: ...
 
@@ -88,7 +94,7 @@ class ExchangeLink:
     def queue_name(self) -> str:
         # RabbitMQ names it "federation: X -> NODE"; pamqp, the codec under aiormq,
         # refuses '>' in a queue name, so the arrow is spelled out.
-        return f"federation: {self.upstream_exchange} to {self._local.node_name}"
+        return f"federation: {self.upstream_exchange} to {self._local.cluster_name}"
 
     @property
     def upstream_exchange(self) -> str:
@@ -167,14 +173,12 @@ class ExchangeLink:
                     ) -> Callable[[DeliveredMessage], Coroutine[Any, Any, None]]:
         async def on_message(delivered: DeliveredMessage) -> None:
             properties = delivered.header.properties
-            headers = dict(properties.headers or {})
-            earlier = headers.get(RECEIVED_FROM)
-            received = list(earlier) if isinstance(earlier, list) else []
-            if len(received) < self.upstream.max_hops and not self._came_from_here(received):
-                headers[RECEIVED_FROM] = [*received, {
+            headers = properties.headers or {}
+            if forwards(received_from(headers), self.upstream.max_hops,
+                        self._local.cluster_name):
+                properties.headers = with_hop(headers, {
                     "uri": hop.uri, "exchange": hop.exchange, "cluster-name": hop.cluster_name,
-                    "redelivered": bool(delivered.redelivered)}]
-                properties.headers = headers
+                    "redelivered": bool(delivered.redelivered)})
                 if not self.upstream.trust_user_id:
                     properties.user_id = None  # RabbitMQ clears it unless trusted
                 message = Message(self.key.exchange, delivered.routing_key or "",
@@ -185,10 +189,6 @@ class ExchangeLink:
             self.status.moved(1)
 
         return on_message
-
-    def _came_from_here(self, received: list[Any]) -> bool:
-        return any(isinstance(entry, dict) and entry.get("cluster-name") == self._local.node_name
-                   for entry in received)
 
     async def _republish(self, message: Message, delivered: DeliveredMessage,
                          no_ack: bool) -> None:

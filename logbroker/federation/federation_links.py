@@ -157,11 +157,13 @@ class FederationLinks:
         self._links, self._shovels = {}, {}
         await asyncio.gather(*(link.stop() for link in links), *self._stopping)
 
-    def statuses(self, vhost: str | None = None) -> list[dict[str, Any]]:
-        """The links this node runs, then what the plan could not make a link of."""
-        views = [link.status.view(self._local.node_name)
-                 for key, link in sorted(self._links.items()) if vhost in (None, key.vhost)]
-        views += [{"node": self._local.node_name, "vhost": v, "exchange": x,
-                   "type": "exchange", "status": "error", "error": why}
-                  for (v, x), why in sorted(self._plan.missing.items()) if vhost in (None, v)]
-        return views
+    def link_statuses(self, vhost: str | None = None) -> list[dict[str, Any]]:
+        """The links this node runs."""
+        return [link.status.view(self._local.node_name)
+                for key, link in sorted(self._links.items()) if vhost in (None, key.vhost)]
+
+    def missing_statuses(self, vhost: str | None = None) -> list[dict[str, Any]]:
+        """What the plan could not make a link of (the same on every node)."""
+        return [{"node": self._local.node_name, "vhost": v, "exchange": x,
+                 "type": "exchange", "status": "error", "error": why}
+                for (v, x), why in sorted(self._plan.missing.items()) if vhost in (None, v)]

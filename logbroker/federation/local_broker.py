@@ -1,13 +1,17 @@
-"""`LocalBroker`: the downstream broker as federation links see it (the `LocalExchange` port)."""
+"""`LocalBroker`: this broker as federation links and shovels see it (their ports)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from logbroker.broker_config import Session
+from logbroker.cluster_name import cluster_name
 from logbroker.message import Message
 from logbroker.metadata import ClearParameter
 from logbroker.metadata.parameters import SHOVEL
 from logbroker.metadata.records import ExchangeRecord
+from logbroker.queue.delivery_sink import DeliverySink
+from logbroker.queue.queue_type import QueueType
 
 if TYPE_CHECKING:
     from logbroker.broker import Broker
@@ -25,8 +29,15 @@ class LocalBroker:
     def node_name(self) -> str:
         return self._broker.config.node_name
 
+    @property
+    def cluster_name(self) -> str:
+        return cluster_name(self._broker.state, self._broker.config.node_name)
+
     def exchange(self, vhost: str, name: str) -> ExchangeRecord | None:
         return self._broker.state.exchange(vhost, name)
+
+    def queue_exists(self, vhost: str, queue: str) -> bool:
+        return self._broker.state.queue(vhost, queue) is not None
 
     def binding_keys(self, vhost: str, exchange: str) -> set[tuple[str, tuple[Any, ...]]]:
         return {(binding.routing_key, tuple(sorted(binding.arguments.items())))
@@ -35,6 +46,18 @@ class LocalBroker:
     async def publish(self, vhost: str, message: Message) -> bool:
         result = await self._broker.publisher.publish(vhost, message)
         return result.confirmed
+
+    async def consume_here(self, vhost: str, queue: str, sink: DeliverySink, *, no_ack: bool,
+                           prefetch_count: int) -> tuple[str, QueueType]:
+        return await self._broker.consuming.consume_as_broker(
+            vhost, queue, sink, connection_id=sink.channel_key, no_ack=no_ack,
+            prefetch_count=prefetch_count)
+
+    def release_here(self, vhost: str, queue: str, consumer_tag: str,
+                     channel_key: str) -> None:
+        session = Session(channel_key, "", vhost)
+        self._broker.consuming.cancel(session, queue, consumer_tag)
+        self._broker.consuming.channel_closed(vhost, channel_key, {queue})
 
     def queue_demand(self, vhost: str, queue: str) -> int:
         shell = self._broker.queue(vhost, queue)

@@ -6,13 +6,17 @@ upstream queue (the same name, or the upstream's `queue`; declared durable there
 missing) only while the local queue has consumers with room in their prefetch and
 no message of its own ready: that is the demand, asked of the local broker before
 every fetch. It then fetches up to the demand (and at most `prefetch-count`) with
-basic.get, publishes each to the local queue, and acks the upstream once the local
-publish is confirmed (`on-confirm`; `on-publish` acks first, `no-ack` fetches
-without acks). So a message moves, it is not copied; a local basic.get creates no
-demand; a kill -9 of either side loses nothing (what was not acked upstream is
-fetched again). Without demand, or with the upstream queue empty, the link looks
-again every `POLL_S`. Failures close the connection, are recorded in the status,
-and the link reconnects after `reconnect-delay`.
+basic.get, publishes each to the local queue (the publishes of one fetch overlap),
+and acks the upstream once the local publish is confirmed (`on-confirm`;
+`on-publish` acks first, `no-ack` fetches without acks). So a message moves, it
+is not copied; a local basic.get creates no demand; a kill -9 of either side
+loses nothing (what was not acked upstream is fetched again). Each moved message
+carries, as RabbitMQ's do, an `x-received-from` entry naming the upstream (URI,
+queue, cluster name) and whether the upstream had delivered it before
+(`redelivered`): a copy that crosses twice says so; `user_id` is cleared unless
+the upstream has `trust-user-id`. Without demand, or with the upstream queue
+empty, the link looks again every `POLL_S`. Failures close the connection, are
+recorded in the status, and the link reconnects after `reconnect-delay`.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pamqp.commands import Basic
 from logbroker.federation.link_plan import LinkKey, Upstream
 from logbroker.federation.link_status import LinkStatus
 from logbroker.federation.link_task import LinkTask, amqp_connection, reconnect_forever, redact
+from logbroker.federation.received_from import with_hop
 from logbroker.message import Message
 from segments.clock import Clock
 
@@ -75,33 +80,63 @@ class QueueLink:
         async with amqp_connection(uri) as connection:
             channel = await connection.channel()
             await channel.queue_declare(self.upstream_queue, durable=True)
+            hop = {"uri": redact(uri), "queue": self.upstream_queue,
+                   "cluster-name": str(connection.server_properties.get("cluster_name", ""))}
             self.status.running(self._clock.wall_ms())
             while True:
                 demand = min(self._local.queue_demand(self.key.vhost, self.key.exchange),
                              self.upstream.prefetch_count)
-                moved = await self._fetch(channel, demand) if demand > 0 else 0
+                moved = await self._fetch(channel, demand, hop) if demand > 0 else 0
                 if moved == 0:
                     if connection.is_closed:
                         raise ConnectionError("the upstream closed the connection")
                     await asyncio.sleep(POLL_S)
 
-    async def _fetch(self, channel: aiormq.abc.AbstractChannel, demand: int) -> int:
-        """Move up to `demand` messages; how many moved (0: the upstream queue is empty)."""
+    async def _fetch(self, channel: aiormq.abc.AbstractChannel, demand: int,
+                     hop: dict[str, str]) -> int:
+        """Move up to `demand` messages; how many moved (0: none, the upstream queue is
+        empty or refused here). The local publishes of one fetch overlap, each acked
+        upstream once it is confirmed: one confirm wait per fetch, not per message."""
         no_ack = self.upstream.ack_mode == "no-ack"
-        for moved in range(demand):
-            got = await channel.basic_get(self.upstream_queue, no_ack=no_ack)
-            if not isinstance(got.delivery, Basic.GetOk):
-                return moved
-            tag = got.delivery.delivery_tag or 0
-            message = Message("", self.key.exchange, got.body, got.header.properties)
-            if self.upstream.ack_mode == "on-publish":
-                await channel.basic_ack(tag)
-                await self._local.publish(self.key.vhost, message)
-            elif await self._local.publish(self.key.vhost, message):
-                if not no_ack:
+        publishing: list[tuple[int, asyncio.Future[bool]]] = []
+        try:
+            for _ in range(demand):
+                got = await channel.basic_get(self.upstream_queue, no_ack=no_ack)
+                if not isinstance(got.delivery, Basic.GetOk):
+                    break
+                tag = got.delivery.delivery_tag or 0
+                message = self._moved_message(got, bool(got.delivery.redelivered), hop)
+                if self.upstream.ack_mode == "on-publish":
                     await channel.basic_ack(tag)
-            else:  # refused here: the upstream keeps it
-                await channel.basic_nack(tag, requeue=True)
-                return moved
-            self.status.moved(1)
-        return demand
+                publishing.append((tag, asyncio.ensure_future(
+                    self._local.publish(self.key.vhost, message))))
+            return await self._settle(channel, publishing)
+        finally:
+            # A fetch cut short (the connection lost) still lets its publishes finish:
+            # what was not acked upstream comes again, flagged redelivered.
+            await asyncio.gather(*(future for _, future in publishing),
+                                 return_exceptions=True)
+
+    def _moved_message(self, got: aiormq.abc.DeliveredMessage, redelivered: bool,
+                       hop: dict[str, str]) -> Message:
+        properties = got.header.properties
+        properties.headers = with_hop(properties.headers or {}, {
+            **hop, "redelivered": redelivered})
+        if not self.upstream.trust_user_id:
+            properties.user_id = None  # RabbitMQ clears it unless trusted
+        return Message("", self.key.exchange, got.body, properties)
+
+    async def _settle(self, channel: aiormq.abc.AbstractChannel,
+                      publishing: list[tuple[int, asyncio.Future[bool]]]) -> int:
+        """Ack upstream what was confirmed here (on-confirm); how many moved."""
+        moved = 0
+        for tag, future in publishing:
+            confirmed = await future
+            if self.upstream.ack_mode == "on-confirm":
+                if not confirmed:
+                    await channel.basic_nack(tag, requeue=True)  # refused here: it stays there
+                    continue
+                await channel.basic_ack(tag)
+            moved += 1
+        self.status.moved(moved)
+        return moved

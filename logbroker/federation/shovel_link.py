@@ -1,26 +1,32 @@
-"""`ShovelLink`: a dynamic shovel, moving messages from a source to a destination over AMQP.
+"""`ShovelLink`: a dynamic shovel, moving messages from a source to a destination.
 
 Theory of operation. The source is a queue (declared durable if missing, as
 RabbitMQ does) or an exchange (a server-named exclusive queue bound with
-`src-exchange-key`) on `src-uri`; the destination is `dest-uri` (`amqp://`: this
-broker, published through its `Publisher`), to `dest-queue` (declared durable
-there if missing, reached through the default exchange) or `dest-exchange` (with
-`dest-exchange-key`, else the message's own routing key). `ack-mode`
-`on-confirm` acks the source only once the destination confirmed, so a kill -9 of
-either side loses nothing; `on-publish` acks after the publish; `no-ack` consumes
-without acks. `src-delete-after` `queue-length` counts the source queue's messages
-when the shovel connects (again after a reconnect: what was in flight is still
-there), a number counts that many messages moved; once they are moved
-the shovel deletes itself (its parameter is cleared), as RabbitMQ's does. Any
-failure closes both connections, records the error, and the shovel reconnects
-after `reconnect-delay`.
+`src-exchange-key`) on `src-uri`. An URI without a host (`amqp://`, `amqp:///VHOST`)
+is this broker, reached without a connection as RabbitMQ's direct connection is:
+a local source is a consumer of the local queue (`LocalSource`, through the
+broker's `Consuming`; the queue must exist), a local destination publishes
+through the broker's `Publisher` and is confirmed when the message is durable.
+The destination is `dest-uri`, to `dest-queue` (declared durable there if
+missing, reached through the default exchange) or `dest-exchange` (with
+`dest-exchange-key`, else the message's own routing key). Every message goes
+through `_forward`, whatever the two ends: `ack-mode` `on-confirm` acks the
+source only once the destination confirmed, so a kill -9 of either side loses
+nothing; `on-publish` acks after the publish; `no-ack` consumes without acks.
+`src-delete-after` `queue-length` counts the source queue's messages when the
+shovel connects (again after a reconnect: what was in flight is still there), a
+number counts that many messages moved; each message is claimed from that budget
+before it is published (and given back if it is not), so no more than the budget
+is moved even with a prefetch of many; once it is moved the shovel deletes itself
+(its parameter is cleared), as RabbitMQ's does. Any failure closes both ends,
+records the error, and the shovel reconnects after `reconnect-delay`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,8 +36,9 @@ from pamqp.commands import Basic
 
 from logbroker.federation.link_status import LinkStatus
 from logbroker.federation.link_task import LinkTask, amqp_connection, record_failure, redact
+from logbroker.federation.local_source import LocalConsuming, LocalDelivery, LocalSource
 from logbroker.message import Message
-from logbroker.metadata.shovel_parameters import LOCAL_URI
+from logbroker.metadata.shovel_parameters import local_vhost
 from segments.clock import Clock
 
 __all__ = ["LocalShovelSide", "ShovelLink", "ShovelSpec"]
@@ -75,9 +82,11 @@ class ShovelSpec:
             add_forward_headers=value.get("add-forward-headers", False))
 
 
-class LocalShovelSide(Protocol):
+class LocalShovelSide(LocalConsuming, Protocol):
     @property
     def node_name(self) -> str: ...
+
+    def queue_exists(self, vhost: str, queue: str) -> bool: ...
 
     def publish(self, vhost: str, message: Message) -> Awaitable[bool]:
         """Publish on this broker (to the message's exchange); True once confirmed."""
@@ -88,7 +97,8 @@ class LocalShovelSide(Protocol):
         ...
 
 
-Publish = Callable[[DeliveredMessage], Awaitable[bool]]
+Publish = Callable[[Message], Awaitable[bool]]
+Settle = Callable[[], Awaitable[None]]
 
 
 class ShovelLink:
@@ -101,6 +111,7 @@ class ShovelLink:
         self._left: int | None = spec.delete_after if isinstance(spec.delete_after, int) \
             else None  # messages still to move; None: no end (or not counted yet)
         self._finished = asyncio.Event()
+        self._in_flight = 0  # messages claimed and not yet moved, this session
 
     def start(self) -> None:
         self._task.start(self._run())
@@ -128,31 +139,99 @@ class ShovelLink:
 
     async def _session(self, src_uri: str, dest_uri: str) -> None:
         self.status.starting(self._clock.wall_ms(), redact(src_uri))
-        if src_uri == LOCAL_URI:
-            raise ValueError("a source on this broker (src-uri amqp://) is not served yet: "
-                             "give this node's address, amqp://user:password@host:port")
+        self._in_flight = 0
         async with contextlib.AsyncExitStack() as stack:
-            source = await stack.enter_async_context(amqp_connection(src_uri))
-            channel = await source.channel()
-            queue = await self._source_queue(channel)
-            publish = await self._destination(stack, dest_uri)
+            # The source first: a shovel whose source is not there goes no further.
+            src_vhost = local_vhost(src_uri)
+            if src_vhost is not None:
+                self._check_local_source(src_vhost)
+                publish = await self._destination(stack, dest_uri)
+                closed = await self._consume_here(stack, src_vhost, publish)
+            else:
+                source = await stack.enter_async_context(amqp_connection(src_uri))
+                channel = await source.channel()
+                queue = await self._source_queue(channel)
+                publish = await self._destination(stack, dest_uri)
+                closed = await self._consume_there(source, channel, queue, publish)
             if self._left == 0:
                 self._finished.set()
                 return
-            no_ack = self.spec.ack_mode == "no-ack"
-            if not no_ack:
-                await channel.basic_qos(prefetch_count=self.spec.prefetch_count)
-            await channel.basic_consume(queue, self._on_message(publish, no_ack), no_ack=no_ack)
             self.status.running(self._clock.wall_ms())
-            closing = asyncio.ensure_future(source.closing)
             finished = asyncio.ensure_future(self._finished.wait())
+            either: set[asyncio.Future[Any]] = {closed, finished}
             try:
-                await asyncio.wait({closing, finished}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                closing.cancel()
                 finished.cancel()
             if not self._finished.is_set():
-                raise ConnectionError("the source closed the connection")
+                raise ConnectionError(closed.result() if closed.done()
+                                      else "the source went away")
+
+    def _check_local_source(self, vhost: str) -> None:
+        queue = self.spec.src_queue
+        if queue is None:
+            raise ValueError("a source exchange on this broker (src-uri amqp:// with "
+                             "src-exchange) is not served yet: use src-queue")
+        if not self._local.queue_exists(vhost, queue):
+            raise ValueError(f"no queue '{queue}' in vhost '{vhost}' on this broker")
+
+    async def _consume_here(self, stack: contextlib.AsyncExitStack, vhost: str,
+                            publish: Publish) -> asyncio.Future[str]:
+        """Consume from a queue of this broker (no connection); resolves when it stops."""
+        spec = self.spec
+        assert spec.src_queue is not None  # _check_local_source
+        no_ack = spec.ack_mode == "no-ack"
+
+        async def forward(delivery: LocalDelivery) -> None:
+            async def ack() -> None:
+                delivery.ack()
+
+            async def requeue() -> None:
+                delivery.requeue()
+
+            await self._forward(delivery.message, publish, ack, requeue, no_ack)
+
+        source = LocalSource(self._local, vhost, spec.src_queue, spec.prefetch_count,
+                             no_ack, forward)
+        stack.callback(source.close)
+        endpoint = await source.open()
+        if spec.delete_after == "queue-length":
+            self._left = (await endpoint.stats()).messages  # what is there now, as below
+        source.start()
+        return source.closed
+
+    async def _consume_there(self, source: aiormq.Connection,
+                             channel: aiormq.abc.AbstractChannel, queue: str,
+                             publish: Publish) -> asyncio.Future[str]:
+        """Consume over AMQP from `queue`; resolves when the connection closes."""
+        no_ack = self.spec.ack_mode == "no-ack"
+        if not no_ack:
+            await channel.basic_qos(prefetch_count=self.spec.prefetch_count)
+
+        async def forward(delivered: DeliveredMessage) -> None:
+            tag = delivered.delivery_tag or 0
+
+            async def ack() -> None:
+                await delivered.channel.basic_ack(tag)
+
+            async def requeue() -> None:
+                await delivered.channel.basic_nack(tag, requeue=True)
+
+            properties = delivered.header.properties
+            message = Message("", delivered.routing_key or "", delivered.body, properties)
+            await self._forward(message, publish, ack, requeue, no_ack)
+
+        await channel.basic_consume(queue, forward, no_ack=no_ack)
+        closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+        def on_close(closing: asyncio.Future[Any]) -> None:
+            if not closing.cancelled():
+                closing.exception()  # the reason is told below, not left unretrieved
+            if not closed.done():
+                closed.set_result("the source closed the connection")
+
+        asyncio.ensure_future(source.closing).add_done_callback(on_close)
+        return closed
 
     async def _source_queue(self, channel: aiormq.abc.AbstractChannel) -> str:
         spec = self.spec
@@ -172,26 +251,28 @@ class ShovelLink:
     async def _destination(self, stack: contextlib.AsyncExitStack, dest_uri: str) -> Publish:
         spec = self.spec
         exchange = spec.dest_exchange or ""
-        if dest_uri == LOCAL_URI:
-            async def publish_here(delivered: DeliveredMessage) -> bool:
-                return await self._local.publish(spec.vhost, self._message(delivered, exchange))
+        dest_vhost = local_vhost(dest_uri)
+        if dest_vhost is not None:
+            async def publish_here(message: Message) -> bool:
+                return await self._local.publish(dest_vhost, self._outgoing(message, exchange))
             return publish_here
         destination = await stack.enter_async_context(amqp_connection(dest_uri))
         channel = await destination.channel(publisher_confirms=True)
         if spec.dest_queue is not None:
             await channel.queue_declare(spec.dest_queue, durable=True)
 
-        async def publish_there(delivered: DeliveredMessage) -> bool:
-            message = self._message(delivered, exchange)
+        async def publish_there(message: Message) -> bool:
+            outgoing = self._outgoing(message, exchange)
             confirmation = await channel.basic_publish(
-                message.body, exchange=exchange, routing_key=message.routing_key,
-                properties=message.properties)
+                outgoing.body, exchange=exchange, routing_key=outgoing.routing_key,
+                properties=outgoing.properties)
             return isinstance(confirmation, Basic.Ack)
         return publish_there
 
-    def _message(self, delivered: DeliveredMessage, exchange: str) -> Message:
+    def _outgoing(self, message: Message, exchange: str) -> Message:
+        """The message as the destination gets it: its exchange, key and headers."""
         spec = self.spec
-        properties = delivered.header.properties
+        properties = message.properties
         if spec.add_forward_headers:
             headers = dict(properties.headers or {})
             headers["x-shovelled"] = [{"shovel-name": spec.name, "shovel-vhost": spec.vhost,
@@ -199,29 +280,43 @@ class ShovelLink:
                                        "src-queue": spec.src_queue or "",
                                        "src-exchange": spec.src_exchange or ""}]
             properties.headers = headers
-        routing_key = (spec.dest_exchange_key or spec.dest_queue
-                       or delivered.routing_key or "")
-        return Message(exchange, routing_key, delivered.body, properties)
+        routing_key = spec.dest_exchange_key or spec.dest_queue or message.routing_key
+        return Message(exchange, routing_key, message.body, properties)
 
-    def _on_message(self, publish: Publish, no_ack: bool
-                    ) -> Callable[[DeliveredMessage], Coroutine[Any, Any, None]]:
-        async def on_message(delivered: DeliveredMessage) -> None:
-            if self._finished.is_set():
-                return  # past src-delete-after: left in the source
-            channel, tag = delivered.channel, delivered.delivery_tag or 0
+    async def _forward(self, message: Message, publish: Publish, ack: Settle,
+                       requeue: Settle, no_ack: bool) -> None:
+        """One message to the destination, then settled at the source by the ack mode."""
+        if not self._claim():
+            return  # past src-delete-after: left in the source
+        try:
             if self.spec.ack_mode == "on-publish":
-                await channel.basic_ack(tag)
-                await publish(delivered)
-            elif await publish(delivered):
+                await ack()
+                await publish(message)
+            elif await publish(message):
                 if not no_ack:
-                    await channel.basic_ack(tag)
-            else:
-                await channel.basic_nack(tag, requeue=True)
+                    await ack()
+            else:  # refused there: the source keeps it and offers it again
+                await requeue()
+                self._unclaim()
                 return
-            self.status.moved(1)
-            if self._left is not None:
-                self._left -= 1
-                if self._left <= 0:
-                    self._finished.set()
+        except BaseException:
+            self._unclaim()
+            raise
+        self.status.moved(1)
+        self._in_flight = max(0, self._in_flight - 1)
+        if self._left == 0 and self._in_flight == 0:
+            self._finished.set()
 
-        return on_message
+    def _claim(self) -> bool:
+        """Take one message of what src-delete-after allows; False: no more to take."""
+        if self._finished.is_set() or self._left == 0:
+            return False
+        if self._left is not None:
+            self._left -= 1
+        self._in_flight += 1
+        return True
+
+    def _unclaim(self) -> None:
+        if self._left is not None:
+            self._left += 1
+        self._in_flight = max(0, self._in_flight - 1)

@@ -3,8 +3,8 @@
 A shovel moves messages from a source (`src-uri` + `src-queue`, or `src-exchange`
 with `src-exchange-key`) to a destination (`dest-uri` + `dest-queue`, or
 `dest-exchange` with an optional `dest-exchange-key`). URIs are AMQP URIs (or
-lists, tried in turn); plain `amqp://` means this broker (RabbitMQ's direct
-connection; as a source it is not served yet: the shovel reports the error). Optional:
+lists, tried in turn); an URI without a host means this broker (RabbitMQ's direct
+connection): `amqp://` its default vhost `/`, `amqp:///VHOST` that vhost. Optional:
 `ack-mode` (`on-confirm`, `on-publish`, `no-ack`), `src-delete-after` (`never`,
 `queue-length`, or a count), `src-prefetch-count` (or `prefetch-count`),
 `reconnect-delay`, `add-forward-headers`, `dest-add-timestamp-header`, and the
@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from logbroker.metadata.errors import precondition_failed
 from logbroker.metadata.federation_parameters import ACK_MODES, check_uri
 
-__all__ = ["LOCAL_URI", "validate_shovel"]
+__all__ = ["DEFAULT_VHOST", "local_vhost", "validate_shovel"]
 
-LOCAL_URI = "amqp://"  # RabbitMQ's "this node" (a direct connection)
+DEFAULT_VHOST = "/"
 
 _KEYS: dict[str, tuple[Any, str]] = {
     "src-queue": (lambda v: isinstance(v, str), "a queue name"),
@@ -44,10 +45,20 @@ _KEYS: dict[str, tuple[Any, str]] = {
 }
 
 
-def _uris(value: Any, key: str, local_allowed: bool) -> None:
+def local_vhost(uri: str) -> str | None:
+    """The vhost of this broker an URI without a host names (`amqp://`: the default
+    vhost; `amqp:///v`: v), or None for an URI that names a host."""
+    parts = urlsplit(uri)
+    if parts.scheme != "amqp" or parts.netloc:
+        return None
+    path = unquote(parts.path[1:]) if parts.path.startswith("/") else ""
+    return path or DEFAULT_VHOST
+
+
+def _uris(value: Any, key: str) -> None:
     uris = value if isinstance(value, list) and value else [value]
     for uri in uris:
-        if local_allowed and uri == LOCAL_URI:
+        if isinstance(uri, str) and local_vhost(uri) is not None:
             continue
         if not isinstance(uri, str):
             raise precondition_failed(f"shovel '{key}' must be an AMQP URI or a list of them")
@@ -60,8 +71,8 @@ def validate_shovel(name: str, value: Any) -> None:
     for key in ("src-uri", "dest-uri"):
         if key not in value:
             raise precondition_failed(f"shovel '{name}' needs '{key}'")
-    _uris(value["src-uri"], "src-uri", local_allowed=True)
-    _uris(value["dest-uri"], "dest-uri", local_allowed=True)
+    _uris(value["src-uri"], "src-uri")
+    _uris(value["dest-uri"], "dest-uri")
     if ("src-queue" in value) == ("src-exchange" in value):
         raise precondition_failed("a shovel takes from 'src-queue' or from 'src-exchange', "
                                   "one of them")

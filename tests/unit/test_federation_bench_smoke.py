@@ -15,3 +15,11 @@ def test_federation_bench_reports_the_link_against_local_publishing() -> None:
     assert result["local_msgs_s"] > 0 and result["link_msgs_s"] > 0
     # The rates are rounded to whole msgs/s before the ratio is shown next to them.
     assert abs(result["link_ratio"] - result["link_msgs_s"] / result["local_msgs_s"]) < 0.01
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_federation_bench_times_a_queue_link_when_asked() -> None:
+    result = run_bench("federation_bench.py", ["--messages", "300", "--queue-link"],
+                       timeout_s=170)
+    assert result["queue_link_msgs_s"] > 0 and result["link_msgs_s"] > 0

@@ -10,11 +10,8 @@ from api.http.api_context import ApiContext, api_context
 from api.http.auth import Principal, admin_user
 from api.http.http_errors import ApiError
 from api.http.views import jsonable
-from logbroker.definitions_document import (
-    DefinitionsError,
-    export_definitions,
-    import_commands,
-)
+from logbroker.definitions_check import checked_import
+from logbroker.definitions_document import DefinitionsError, export_definitions
 from logbroker.errors import BrokerError
 
 router = APIRouter(tags=["definitions"])
@@ -33,9 +30,10 @@ async def get_definitions(ctx: ApiContext = Context, _who: Principal = Admin) ->
 @router.post("/api/definitions", status_code=204)
 async def post_definitions(document: dict[str, Any] = Body(...), ctx: ApiContext = Context,  # noqa: B008
                      _who: Principal = Admin) -> Response:
-    """Import: declares everything the document names (additive, like RabbitMQ's import)."""
+    """Import: declares everything the document names (additive, like RabbitMQ's import);
+    a document with one entry the broker would refuse is refused whole, nothing applied."""
     try:
-        commands = import_commands(document)
+        commands = checked_import(ctx.broker.state, document)
     except DefinitionsError as error:
         raise ApiError(400, str(error), "body") from error
     for command in commands:

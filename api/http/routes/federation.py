@@ -1,5 +1,5 @@
-"""/api/federation-links and /api/shovels: the links and dynamic shovels this node runs
-and their status, in RabbitMQ's shape."""
+"""/api/federation-links and /api/shovels: the links and dynamic shovels of every node of
+the cluster (each row with its `node`) and their status, in RabbitMQ's shape."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ async def list_links(ctx: ApiContext = Context, who: Principal = Management
     if ctx.federation is None:
         return []
     visible = set(visible_vhosts(ctx, who))
-    return [link for link in ctx.federation.statuses() if link["vhost"] in visible]
+    return [link for link in await ctx.federation.links() if link["vhost"] in visible]
 
 
 @router.get("/api/federation-links/{vhost}", dependencies=[ListOptions])
@@ -31,7 +31,7 @@ async def list_vhost_links(vhost: str, ctx: ApiContext = Context,
                            who: Principal = Management) -> list[dict[str, Any]]:
     name = path_name(vhost)
     visible_vhost(ctx, who, name)
-    return [] if ctx.federation is None else ctx.federation.statuses(name)
+    return [] if ctx.federation is None else await ctx.federation.links(name)
 
 
 @router.get("/api/shovels", dependencies=[ListOptions])
@@ -40,7 +40,7 @@ async def list_shovels(ctx: ApiContext = Context, who: Principal = Management
     if ctx.federation is None:
         return []
     visible = set(visible_vhosts(ctx, who))
-    return [row for row in ctx.federation.shovel_statuses() if row["vhost"] in visible]
+    return [row for row in await ctx.federation.shovels() if row["vhost"] in visible]
 
 
 @router.get("/api/shovels/{vhost}", dependencies=[ListOptions])
@@ -48,4 +48,4 @@ async def list_vhost_shovels(vhost: str, ctx: ApiContext = Context,
                              who: Principal = Management) -> list[dict[str, Any]]:
     name = path_name(vhost)
     visible_vhost(ctx, who, name)
-    return [] if ctx.federation is None else ctx.federation.shovel_statuses(name)
+    return [] if ctx.federation is None else await ctx.federation.shovels(name)

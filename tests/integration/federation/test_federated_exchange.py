@@ -215,3 +215,31 @@ def test_on_confirm_loses_nothing_when_either_side_is_killed(
         assert body.startswith(b"m"), body
         for again in copies[1:]:  # a copy after the first came again from the upstream
             assert again[-1]["redelivered"] is True, (body, copies)
+
+
+def _user_ids(broker: BrokerProcess, queue: str) -> list[tuple[bytes, str | None]]:
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", broker.amqp_port)) as c:
+        channel = c.channel()
+        got = []
+        while (message := channel.basic_get(queue, auto_ack=True))[0] is not None:
+            got.append((message[2], message[1].user_id))
+        return got
+
+
+def test_user_id_crosses_only_when_the_upstream_is_trusted(
+        brokers: dict[str, BrokerProcess]) -> None:
+    a, b = brokers["a"], brokers["b"]
+    for trusted in (True, False):
+        federate(b, {"up-a": a}, **{"trust-user-id": trusted})  # a change restarts the link
+        bind(b, "fed-q", "#")
+        wait_for(lambda: links_running(b, 1), "the link to run", 20)
+        time.sleep(0.5)  # the restarted link's consumer is in place
+        with pika.BlockingConnection(pika.ConnectionParameters(
+                "127.0.0.1", a.amqp_port)) as connection:
+            channel = connection.channel()
+            channel.confirm_delivery()
+            channel.basic_publish("fed-x", "k", f"trusted={trusted}".encode(),
+                                  pika.BasicProperties(delivery_mode=2, user_id="guest"))
+        got = wait_for(lambda: _user_ids(b, "fed-q"), "the message downstream", 10)
+        # RabbitMQ's semantics: kept when trusted, cleared otherwise.
+        assert got == [(f"trusted={trusted}".encode(), "guest" if trusted else None)]

@@ -104,3 +104,44 @@ def test_bad_shovel_definitions_are_refused(pair: dict[str, BrokerProcess]) -> N
                                "src-delete-after": "soon"}, "src-delete-after")):
             reply = http.put("/api/parameters/shovel/%2F/bad", json={"value": value})
             assert reply.status_code == 400 and named in reply.text, reply.text
+
+
+def _shovel(broker: BrokerProcess, name: str, value: dict[str, object]) -> None:
+    with httpx.Client(base_url=broker.url, auth=GUEST, timeout=10) as http:
+        reply = http.put(f"/api/parameters/shovel/%2F/{name}", json={"value": value})
+        assert reply.status_code == 201, reply.text
+
+
+def _finished(broker: BrokerProcess) -> bool:
+    return bool(httpx.get(f"{broker.url}/api/parameters/shovel", auth=GUEST).json() == [])
+
+
+def test_a_shovel_between_two_local_queues_moves_all_without_a_connection(
+        pair: dict[str, BrokerProcess]) -> None:
+    broker = pair["src"]
+    fill(broker, "local-out", COUNT)
+    fill(broker, "local-in", 0)
+    _shovel(broker, "local-move", {
+        "src-uri": "amqp://", "src-queue": "local-out", "dest-uri": "amqp:///%2F",
+        "dest-queue": "local-in", "src-delete-after": "queue-length",
+        "ack-mode": "on-confirm", "src-prefetch-count": 200})
+    wait_for(lambda: _finished(broker), "the local shovel to move everything and finish", 60)
+    bodies = drain(broker, "local-in")
+    assert sorted(bodies) == sorted(f"m{index}".encode() for index in range(COUNT))
+    assert drain(broker, "local-out") == []
+    connections = httpx.get(f"{broker.url}/api/connections", auth=GUEST).json()
+    assert connections == []  # a direct consumer and publisher: no AMQP connection to itself
+
+
+def test_a_local_source_feeds_a_remote_broker_and_stops_at_its_count(
+        pair: dict[str, BrokerProcess]) -> None:
+    src, dest = pair["src"], pair["dest"]
+    fill(src, "outbound", COUNT + 500)
+    _shovel(src, "to-remote", {
+        "src-uri": "amqp://", "src-queue": "outbound",
+        "dest-uri": f"amqp://guest:guest@127.0.0.1:{dest.amqp_port}", "dest-queue": "arrived",
+        "src-delete-after": COUNT, "ack-mode": "on-confirm", "src-prefetch-count": 200})
+    wait_for(lambda: _finished(src), "the shovel to move its count and finish", 60)
+    bodies = drain(dest, "arrived")
+    assert len(bodies) == COUNT and len(set(bodies)) == COUNT
+    assert len(drain(src, "outbound")) == 500  # beyond src-delete-after: left in place

@@ -197,3 +197,37 @@ def test_an_invalid_document_answers_400(http: httpx.Client) -> None:
         assert answer.status_code == 400, (document, answer.text)
         assert where.lower() in answer.json()["reason"].lower(), answer.text
     assert http.post("/api/definitions", json=[1]).status_code == 400
+
+
+def test_a_document_with_one_bad_entry_is_refused_whole(http: httpx.Client) -> None:
+    upstream = {"vhost": "atomic", "component": "federation-upstream", "name": "up",
+                "value": {"uri": "amqp://127.0.0.1:1"}}
+    good: dict[str, Any] = {
+        "vhosts": [{"name": "atomic"}],
+        "permissions": [{"user": "guest", "vhost": "atomic", **FULL}],
+        "parameters": [upstream],
+        "exchanges": [{"name": "atomic-x", "vhost": "atomic", "type": "topic"}],
+        "queues": [{"name": "atomic-q", "vhost": "atomic", "durable": True}],
+        "policies": [{"vhost": "atomic", "name": "fed", "pattern": "^atomic-x$",
+                      "apply-to": "exchanges", "definition": {"federation-upstream": "up"}}],
+    }
+    bad_value = {**upstream, "value": {"uri": "amqp://127.0.0.1:1", "max-hops": "two"}}
+    bad_uri = {**upstream, "value": {"uri": "http://127.0.0.1"}}
+    unknown_set = {**good["policies"][0], "definition": {"federation-upstream-set": "nope"}}
+    bad_type = {**good["policies"][0], "definition": {"max-length": "ten"}}
+    for key, entry, named in (("parameters", bad_value, ("parameters[0] 'up'", "max-hops")),
+                              ("parameters", bad_uri, ("parameters[0] 'up'", "'uri'")),
+                              ("policies", unknown_set, ("policies[0] 'fed'",
+                                                         "'federation-upstream-set'", "nope")),
+                              ("policies", bad_type, ("policies[0] 'fed'", "ten"))):
+        document = {**good, key: [entry]}
+        answer = http.post("/api/definitions", json=document)
+        assert answer.status_code == 400, (entry, answer.text)
+        for part in named:
+            assert part in answer.json()["reason"], (part, answer.text)
+        assert http.get("/api/vhosts/atomic").status_code == 404  # nothing of it applied
+    ok(http.post("/api/definitions", json=good), 204)
+    assert ok(http.get("/api/queues/atomic/atomic-q")).json()["name"] == "atomic-q"
+    assert ok(http.get("/api/policies/atomic/fed")).json()["definition"] == {
+        "federation-upstream": "up"}
+    ok(http.delete("/api/vhosts/atomic"), 204)
