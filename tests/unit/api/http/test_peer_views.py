@@ -1,13 +1,14 @@
 """`PeerViews`: every other member up is asked once; one that fails is left out; an
-answer is cut at MAX_VIEWS; a close goes only to a member up, never to this node."""
+answer is cut at MAX_ROWS; a close goes only to a member up, never to this node."""
 
 from __future__ import annotations
 
 from typing import Any, cast
 
-from api.http.peer_views import MAX_VIEWS, TIMEOUT_S, PeerViews
+from api.http.peer_views import TIMEOUT_S, PeerViews
 from logbroker.cluster.cluster_rpc import ClusterRpc
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.member_rows import MAX_ROWS
 from logbroker.errors import BrokerError
 
 
@@ -21,8 +22,8 @@ class FakeRpc:
             raise BrokerError(541, "cluster node n3 did not answer m.views within 2 s")
         if envelope.op == "m.close":
             return Envelope("ok", {"closed": envelope.header["name"] == "c1"})
-        count = MAX_VIEWS + 5 if peer == "n4" else 1
-        return Envelope("ok", {"views": [{"node": peer}] * count})
+        count = MAX_ROWS + 5 if peer == "n4" else 1
+        return Envelope("ok", {"rows": [{"node": peer}] * count})
 
 
 def peers(rpc: FakeRpc) -> PeerViews:
@@ -35,7 +36,7 @@ async def test_every_other_member_is_asked_once_and_a_silent_one_left_out() -> N
     assert sorted(rpc.calls) == [("n2", "m.views", TIMEOUT_S), ("n3", "m.views", TIMEOUT_S),
                                  ("n4", "m.views", TIMEOUT_S)]
     assert views.count({"node": "n2"}) == 1 and {"node": "n3"} not in views
-    assert views.count({"node": "n4"}) == MAX_VIEWS
+    assert views.count({"node": "n4"}) == MAX_ROWS
 
 
 async def test_a_close_goes_to_the_member_holding_it() -> None:
