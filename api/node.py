@@ -49,6 +49,7 @@ async def serve(settings: ServeSettings) -> int:
     # Imported here: the client subcommands, which start faster without them, need none.
     from api.amqp.server import AmqpServerConfig, start_amqp_server, stop_amqp_server
     from api.http.api_context import ApiContext, Listeners
+    from api.http.routes.connections import serve_peer_views
     from api.http.server import start_http_server
     from logbroker.broker import Broker
     from logbroker.gc_tuning import freeze_startup_heap
@@ -86,6 +87,8 @@ async def serve(settings: ServeSettings) -> int:
                          cluster=cluster.membership if cluster is not None else None,
                          replicas=cluster.handover if cluster is not None else None,
                          metrics_auth=settings.metrics_auth)
+    if cluster is not None:  # its connections listed and closed from any member
+        context.peers = serve_peer_views(context, cluster.rpc)
     http_servers = [await start_http_server(context, settings.host, port, ssl_context,
                                             settings.reuse_port)
                     for port, ssl_context in ((settings.http_port, None),
