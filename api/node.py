@@ -84,6 +84,7 @@ async def serve(settings: ServeSettings) -> int:
     # a backlog of millions to open: imported in a thread, AMQP clients are answered meanwhile.
     await asyncio.to_thread(importlib.import_module, "api.http.server")
     from api.http.api_context import ApiContext, Listeners
+    from api.http.routes.connections import serve_peer_views
     from api.http.server import start_http_server
 
     context = ApiContext(broker, Listeners(settings.amqp_port, settings.http_port,
@@ -92,6 +93,8 @@ async def serve(settings: ServeSettings) -> int:
                          cluster=cluster.membership if cluster is not None else None,
                          replicas=cluster.handover if cluster is not None else None,
                          metrics_auth=settings.metrics_auth)
+    if cluster is not None:  # its connections listed and closed from any member
+        context.peers = serve_peer_views(context, cluster.rpc)
     http_servers = [await start_http_server(context, settings.host, port, ssl_context,
                                             settings.reuse_port)
                     for port, ssl_context in ((settings.http_port, None),

@@ -400,6 +400,7 @@ class Broker:
         if replica is not None and shell.replication is not None and self.may_deliver:
             shell.replication.lease = functools.partial(self.may_deliver, vhost, name,
                                                         replica.epoch)
+        shell.node_counters = self.publisher.stats.queues
         shell.on_dead_letter = self.publisher.dead_letter
         shell.on_expired = self._queue_expired
         shell.on_unused = self._queue_unused

@@ -85,24 +85,50 @@ class Definitions:
     async def _declare_queue(self, session: Session, name: str, durable: bool,
                              exclusive: bool, auto_delete: bool,
                              arguments: Mapping[str, Any]) -> str:
-        vhost = session.vhost
         server_named = not name
         if server_named:
             name = server_generated_name()
         self._access.check(session, "queue", name, "configure")
+        owner = session.connection_id if exclusive else None
+        await self._propose_queue(session.vhost, name, server_named, durable, owner,
+                                  auto_delete, arguments)
+        self._state().check_queue_access(session.vhost, name, session.connection_id)
+        return name
+
+    async def _propose_queue(self, vhost: str, name: str, server_named: bool, durable: bool,
+                             exclusive_owner: str | None, auto_delete: bool,
+                             arguments: Mapping[str, Any]) -> None:
         await self._queues.released(vhost, name)  # a previous instance just deleted: its files
         if self._state().queue(vhost, name) is None:
-            leader_node, members = self._queues.place_queue(vhost, name, arguments, exclusive)
+            leader_node, members = self._queues.place_queue(vhost, name, arguments,
+                                                            exclusive_owner is not None)
         else:
             leader_node, members = None, ()  # a redeclare keeps the queue where it is
         await self._apply(DeclareQueue(
-            vhost, name, durable=durable,
-            exclusive_owner=session.connection_id if exclusive else None,
+            vhost, name, durable=durable, exclusive_owner=exclusive_owner,
             auto_delete=auto_delete, arguments=dict(arguments), server_named=server_named,
             leader_node=leader_node, members=members,
         ))
-        self._state().check_queue_access(vhost, name, session.connection_id)
+
+    async def declare_queue_as_broker(self, vhost: str, name: str = "") -> str:
+        """A queue the broker declares for itself: a shovel whose source is this broker
+        (RabbitMQ's direct connection, which has no user whose permissions to check).
+        A named queue is durable and declared only when missing, as RabbitMQ's shovel
+        does; a server-named one is transient and auto-delete (a source exchange's
+        queue, gone when the shovel's consumer is)."""
+        if name:
+            if self._state().queue(vhost, name) is None:
+                await self._propose_queue(vhost, name, False, True, None, False, {})
+            return name
+        name = server_generated_name()
+        await self._propose_queue(vhost, name, True, False, None, True, {})
         return name
+
+    async def bind_queue_as_broker(self, vhost: str, queue: str, exchange: str,
+                                   routing_key: str) -> None:
+        """queue.bind for a queue the broker declared for itself (no user to check)."""
+        self._state().passive_exchange(vhost, exchange)
+        await self._apply(Bind(vhost, exchange, "queue", queue, routing_key, {}))
 
     async def delete_queue(self, session: Session, name: str, *, if_unused: bool = False,
                            if_empty: bool = False) -> int:

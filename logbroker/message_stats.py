@@ -1,12 +1,15 @@
-"""What the node's publishers were answered, counted for the overview's `message_stats`,
-and what each AMQP channel did, for its own.
+"""What the node's publishers were answered and its queues handed out, counted for the
+overview's `message_stats`, and what each AMQP channel did, for its own.
 
-The queues count what they take and hand out (`QueueCounters`); these are the
+Each queue counts what it takes and hands out (`QueueCounters`), gone with it or
+with its leadership. The node keeps (`MessageStats`, one per node) the
 channel-level counts no queue sees: messages published (routed or not),
-confirms sent and unroutable mandatory messages returned (`MessageStats`, one
-per node), and a channel's publishes, confirms, returns, deliveries, gets,
-redeliveries and acks (`ChannelCounters`, one per channel, gone with it). One
-integer increment each, made by the front ends.
+confirms sent and unroutable mandatory messages returned, one integer increment
+each made by the front ends; and the totals of what the queues it leads
+delivered, handed to basic.get, redelivered and had acked, counted by each queue
+where it delivers, so that they never drop when a queue is deleted (RabbitMQ's
+node-level totals). A channel's publishes, confirms, returns, deliveries, gets,
+redeliveries and acks are its own (`ChannelCounters`, gone with it).
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from logbroker.queue.queue_stats import QueueCounters
+
 
 @dataclass
 class MessageStats:
     publish: int = 0  # messages received from publishers, any protocol
     confirm: int = 0  # publisher confirms (basic.ack) sent
     return_unroutable: int = 0  # basic.return of unroutable mandatory messages
+    # What every queue led here delivered and had acked (the shells count in it).
+    queues: QueueCounters = field(default_factory=QueueCounters)
     # (vhost, exchange) -> [messages in, messages routed on to a queue]: RabbitMQ's
     # publish_in / publish_out of the exchanges published to on this node.
     exchanges: dict[tuple[str, str], list[int]] = field(default_factory=dict)

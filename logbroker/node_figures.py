@@ -1,5 +1,5 @@
-"""What a node tells of itself for the overview and /api/nodes: its publishers' counts
-(`MessageStats`), their rates and history, and its resource alarms.
+"""What a node tells of itself for the overview and /api/nodes: its publishers' and its
+queues' counts (`MessageStats`), their rates and history, and its resource alarms.
 
 Every node samples its own `NODE_KEY` series; another node learns it over the
 cluster link in the same answer as the queue figures it asked for
@@ -21,7 +21,7 @@ NODE_KEY = "node"
 def node_sample(broker: Broker) -> dict[str, int]:
     stats = broker.publisher.stats
     return {"publish": stats.publish, "confirm": stats.confirm,
-            "return_unroutable": stats.return_unroutable}
+            "return_unroutable": stats.return_unroutable, **stats.queues.handed_out()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,8 +28,9 @@ config file (`--config` / LOGBROKER_CONFIG), environment variables
     retention_bytes = 1073741824
     [limits]
     max_message_bytes = 134217728
-    max_connections = 0         # client connections per node (0: no limit)
+    max_connections = 0         # client connections per worker process (0: no limit)
     max_pending_handshakes = 1000  # AMQP connections not yet logged in, per listener
+                                # (each worker of `--workers N` has its own)
     [flow]                      # holding publishers while a queue's consumers catch up
     high = 200                  # ready messages above which they are held (0: never)
     low = 100                   # a hold ends once the backlog is down to this

@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Iterator
 
 from logbroker.broker import Broker
+from logbroker.exchange_figures import exchange_key
 from logbroker.node_figures import NODE_KEY, node_sample
 from logbroker.queue_figures import queue_key, queue_sample
 from logbroker.rate_samples import SAMPLE_INTERVAL_S, Counters
@@ -28,10 +29,6 @@ def connection_key(connection_id: str) -> str:
 
 def channel_key(connection_id: str, number: int) -> str:
     return f"ch\0{connection_id}\0{number}"
-
-
-def exchange_key(vhost: str, name: str) -> str:
-    return f"x\0{vhost}\0{name}"
 
 
 def sampled(broker: Broker) -> Iterator[tuple[str, Counters]]:

@@ -28,13 +28,15 @@ nodes, the count is filled by `queue_placement.spread_copies`, so a member
 on a host that already holds a copy gives way to an up node (member or not)
 on a host or zone without one: it is added, synced, and the duplicate is
 dropped. A down member that the count keeps stays (it is not replaced
-while down), and with every node on one host, or each on its own, the
-choice is the one without hosts.
+while down); a member removed from the cluster (`cluster remove-node`:
+down for good) is replaced by the same spread, a copy on a host or zone
+without one first, and dropped once the new one is in sync. With every
+node on one host, or each on its own, the choice is the one without hosts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -57,7 +59,10 @@ class ReplicaStep:
 
 def wanted_members(spec: ReplicaSpec, leader: str, members: Sequence[str],
                    in_sync: Sequence[str], nodes: Sequence[NodeView],
-                   member_counts: Mapping[str, int]) -> tuple[str, ...]:
+                   member_counts: Mapping[str, int],
+                   removed: Collection[str] = ()) -> tuple[str, ...]:
+    """`removed`: nodes removed from the cluster (known neither to the metadata nor to
+    Raft; a node missing from `nodes` alone may be a founding member not recorded yet)."""
     known = [node.name for node in nodes]
     up = {node.name for node in nodes if node.up}
     if isinstance(spec, NodeReplicas):
@@ -66,21 +71,26 @@ def wanted_members(spec: ReplicaSpec, leader: str, members: Sequence[str],
     if isinstance(spec, AllReplicas):
         return tuple(sorted(known))
     count = desired_member_count(spec, known)
-    # Keep the leader, then in-sync members, then the others; drop from the end.
-    def rank(member: str) -> tuple[int, int, str]:
-        return (member != leader, member not in in_sync or member not in up, member)
+    gone = (set(removed) & set(members)) - set(known) - {leader}
+    # Keep the leader, then in-sync members, then the others, the removed last; drop
+    # from the end.
+    def rank(member: str) -> tuple[int, int, int, str]:
+        return (member != leader, member in gone, member not in in_sync or member not in up,
+                member)
     ranked = sorted(dict.fromkeys(members), key=rank)
     spare = sorted((n for n in up if n not in ranked), key=lambda n: (member_counts.get(n, 0), n))
     order = ranked + spare
-    # The down members the count keeps stay where they are; the up ones are spread.
-    pinned = [n for n in order[:count] if n == leader or n not in up]
+    # The down members the count keeps stay where they are; the up ones are spread, and
+    # a removed one's place goes to an up node chosen the same way.
+    pinned = [n for n in order[:count] if n == leader or (n not in up and n not in gone)]
     picked = set(spread_copies(pinned, [n for n in order if n in up], count, nodes))
     return tuple(n for n in order if n in picked)
 
 
 def next_step(spec: ReplicaSpec, leader: str, members: Sequence[str], in_sync: Sequence[str],
-              nodes: Sequence[NodeView], member_counts: Mapping[str, int]) -> ReplicaStep | None:
-    wanted = wanted_members(spec, leader, members, in_sync, nodes, member_counts)
+              nodes: Sequence[NodeView], member_counts: Mapping[str, int],
+              removed: Collection[str] = ()) -> ReplicaStep | None:
+    wanted = wanted_members(spec, leader, members, in_sync, nodes, member_counts, removed)
     up = {node.name for node in nodes if node.up}
     missing = [n for n in wanted if n not in members and n in up]
     if missing:

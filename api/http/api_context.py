@@ -1,7 +1,7 @@
 """What every route needs: the broker, the node's description, leases, the cluster and the
 clock (wall time: lease deadlines and uptime are shown as dates; the rates are the broker's).
 
-`cluster` and `replicas` are None on a standalone node (started without `--peers` /
+`cluster`, `replicas` and `peers` are None on a standalone node (started without `--peers` /
 `--join`).
 """
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from api.http.leases import LeaseTable
+from api.http.peer_views import PeerViews
 from logbroker.broker import Broker
 from logbroker.cluster.cluster_control import ClusterControl, ReplicaControl
 from logbroker.federation.federation_statuses import FederationStatuses
@@ -47,6 +48,7 @@ class ApiContext:
     connection_id: str = HTTP_CONNECTION_ID
     cluster: ClusterControl | None = None
     replicas: ReplicaControl | None = None
+    peers: PeerViews | None = None  # the other members' connections (clustered only)
     clock: Clock = SYSTEM_CLOCK
 
     def __post_init__(self) -> None:

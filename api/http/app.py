@@ -14,6 +14,7 @@ from api.http.routes import (
     access,
     bindings,
     cluster,
+    connections,
     consumer_groups,
     data_plane,
     definitions,
@@ -48,8 +49,8 @@ def create_app(context: ApiContext) -> FastAPI:
     )
     app.state.context = context
     install_error_handlers(app)
-    for module in (overview, cluster, access, exchanges, queues, queue_actions, bindings,
-                   policies, parameters, federation,
+    for module in (overview, connections, cluster, access, exchanges, queues, queue_actions,
+                   bindings, policies, parameters, federation,
                    definitions, data_plane, producers, replay, consumer_groups, metrics,
                    websocket):
         app.include_router(module.router)

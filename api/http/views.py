@@ -13,10 +13,12 @@ from urllib.parse import quote
 from api.http.api_context import ApiContext
 from api.http.rate_details import RateQuery, counted, sampled
 from logbroker.connections import ChannelInfo, ConnectionInfo
+from logbroker.exchange_figures import COUNTERS as EXCHANGE_COUNTERS
+from logbroker.exchange_figures import ExchangeFigures
 from logbroker.metadata import ExchangeRecord, Policy, QueueRecord
 from logbroker.queue.queue_shell import QueueShell
 from logbroker.queue_figures import QueueFigures
-from logbroker.rate_sampling import channel_key, connection_key, exchange_key
+from logbroker.rate_sampling import channel_key, connection_key
 from logbroker.routing.types import Binding
 
 DEFAULT_EXCHANGE_PATH_NAME = "amq.default"  # how RabbitMQ's HTTP API names "" in a path
@@ -46,14 +48,12 @@ def exchange_view(record: ExchangeRecord, policy: Policy | None) -> dict[str, An
     }
 
 
-def exchange_stats(ctx: ApiContext, record: ExchangeRecord, query: RateQuery, now_ms: int
+def exchange_stats(figures: ExchangeFigures, query: RateQuery, now_ms: int
                    ) -> dict[str, Any]:
-    """`message_stats` of an exchange: what was published to it on this node."""
-    counts = ctx.broker.publisher.stats.exchanges.get((record.vhost, record.name), [0, 0])
+    """`message_stats` of an exchange: what was published to it, on every node."""
     stats: dict[str, Any] = {}
-    sampled(stats, ("publish_in", "publish_out"),
-            {"publish_in": counts[0], "publish_out": counts[1]}, ctx.broker.rates,
-            exchange_key(record.vhost, record.name), query.msg_rates, now_ms)
+    counted(stats, EXCHANGE_COUNTERS, figures.counters, figures.rates, figures.points,
+            query.msg_rates, now_ms)
     return stats
 
 
@@ -86,12 +86,13 @@ def queue_view(ctx: ApiContext, record: QueueRecord, shell: QueueShell | None,
         "effective_policy_definition": jsonable(policy.definition) if policy else {},
         "first_offset": figures.first_offset, "next_offset": figures.next_offset,
     }
+    if figures.log_bytes is not None:  # the leader's, whichever node answers
+        view.update(log_bytes=figures.log_bytes, log_segments=figures.log_segments)
     if shell is not None:
         gate = shell.replication
         if gate is not None:
             view["high_watermark"] = gate.high_watermark
             view["replica_lag"] = dict(figures.follower_lags)
-        view.update(log_bytes=shell.log.size_bytes, log_segments=shell.log.segment_count)
     if not figures.leader_reachable:
         view["state"] = "down"  # its leader node is down, unreachable or slow: unknown
         view.update({name: None for name in (*LENGTHS, "consumers")})

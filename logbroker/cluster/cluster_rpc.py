@@ -207,7 +207,10 @@ class ClusterRpc:
     async def answer_of(self, peer: str, envelope: Envelope, future: asyncio.Future[Envelope],
                         timeout_s: float) -> Envelope:
         try:
-            answer = await asyncio.wait_for(future, timeout_s)
+            # A timeout scope, not wait_for: no extra future and callbacks per request
+            # (the future is still cancelled when the time runs out).
+            async with asyncio.timeout(timeout_s):
+                answer = await future
         except TimeoutError:
             raise BrokerError(
                 INTERNAL_ERROR, f"cluster node {peer} did not answer {envelope.op} "

@@ -141,7 +141,7 @@ class Controller:
             request = self._ids.next()
             self._liveness_proposals.add(request)
             effects.append(Propose(request, command))
-        effects += self.failover.scan(view.state, view.now_ms)
+        effects += self.failover.scan(view.state, view.now_ms, view.members)
         return effects + self.mover.scan(view)
 
     def _bootstrap_if_empty(self, view: ClusterView) -> list[ControllerEffect]:
@@ -167,7 +167,7 @@ class Controller:
         if event.request in self._liveness_proposals:
             self._liveness_proposals.discard(event.request)
             # A node just recorded down: its queues fail over now, not at the next beat.
-            return [] if self._liveness_proposals else self.failover.scan(view.state,
-                                                                          view.now_ms)
+            return [] if self._liveness_proposals else self.failover.scan(
+                view.state, view.now_ms, view.members)
         return (self.failover.proposed(event.request, event.error)
                 + self.mover.done(event.request, event.error))

@@ -48,14 +48,21 @@ class Envelope:
 
 
 def encode_envelope(envelope: Envelope) -> bytes:
+    return b"".join(_envelope_parts(envelope))
+
+
+def _envelope_parts(envelope: Envelope, parts: list[bytes] | None = None) -> list[bytes]:
+    """The envelope's pieces appended to `parts`: a frame joins them once, so the
+    messages it carries are copied once, not once per layer."""
+    parts = [] if parts is None else parts
     op = envelope.op.encode()
     header = _dump_header(envelope.header)
-    parts = [_U8.pack(len(op)), op, _U32.pack(len(header)), header,
-             _U32.pack(len(envelope.blobs))]
+    parts += (_U8.pack(len(op)), op, _U32.pack(len(header)), header,
+              _U32.pack(len(envelope.blobs)))
     for blob in envelope.blobs:
         parts.append(_U32.pack(len(blob)))
         parts.append(blob)
-    return b"".join(parts)
+    return parts
 
 
 def decode_envelope(data: bytes | memoryview, start: int = 0) -> Envelope:
@@ -108,19 +115,20 @@ def _load_header(data: bytes) -> Any:
 
 
 def request_frame(kind: int, request_id: int, envelope: Envelope) -> bytes:
-    return _U8.pack(kind) + _REQUEST_ID.pack(request_id) + encode_envelope(envelope)
+    return b"".join(_envelope_parts(envelope, [_U8.pack(kind), _REQUEST_ID.pack(request_id)]))
 
 
 def notice_frame(envelope: Envelope) -> bytes:
-    return _U8.pack(NOTICE) + encode_envelope(envelope)
+    return b"".join(_envelope_parts(envelope, [_U8.pack(NOTICE)]))
 
 
 def notices_frame(envelopes: Sequence[Envelope]) -> bytes:
     parts = [_U8.pack(NOTICES), _U32.pack(len(envelopes))]
     for envelope in envelopes:
-        encoded = encode_envelope(envelope)
-        parts.append(_U32.pack(len(encoded)))
-        parts.append(encoded)
+        length_at = len(parts)
+        parts.append(b"")  # its length, known once its parts are
+        _envelope_parts(envelope, parts)
+        parts[length_at] = _U32.pack(sum(len(part) for part in parts[length_at + 1:]))
     return b"".join(parts)
 
 

@@ -2,7 +2,8 @@
 
 Theory of operation. On every controller check (a beat, a link grace that
 ran out, liveness changes applied), each replicated queue whose leader node
-the metadata records as down gets an election: the controller asks every
+the metadata records as down, or that was removed from the cluster (it will
+never come back), gets an election: the controller asks every
 other member for its copy's status (`AskStatus`, `r.status`: log end, last
 epoch, when its node started), waits for every answer or the status
 timeout, lets `replication.queue.failover.choose_leader` pick by the seeds'
@@ -68,15 +69,22 @@ class QueueFailover:
     def electing(self) -> frozenset[QueueKey]:
         return frozenset(self._electing)
 
-    def scan(self, state: MetadataState, now_ms: int) -> list[ControllerEffect]:
-        """Begin an election for every replicated queue led by a node that is down."""
-        down = {record.name for record in state.cluster_nodes() if not record.up}
+    def scan(self, state: MetadataState, now_ms: int,
+             raft_members: frozenset[str] = frozenset()) -> list[ControllerEffect]:
+        """Begin an election for every replicated queue led by a node that is down or
+        gone: removed from the cluster (neither a recorded node nor a Raft member; a
+        founding member not recorded yet is still a Raft member)."""
+        nodes = state.cluster_nodes()
+        down = {record.name for record in nodes if not record.up}
+        known = {record.name for record in nodes} | raft_members
         effects: list[ControllerEffect] = []
-        if not down:
+        if not down and not raft_members:
             return effects
         for vhost in state.vhosts():
             for record in state.queues(vhost.name):
-                if (record.replicated and record.leader_node in down
+                leader = record.leader_node
+                gone = bool(raft_members) and leader is not None and leader not in known
+                if (record.replicated and (leader in down or gone)
                         and (vhost.name, record.name) not in self._electing):
                     effects += self._begin(state, record, now_ms)
         return effects

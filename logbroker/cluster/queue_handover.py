@@ -133,14 +133,16 @@ class QueueHandover:
                 "handovers": self.handovers}
 
     async def rebalance(self) -> list[dict[str, str]]:
-        """Spread replicated queue leaders evenly over the nodes that are up."""
+        """Spread replicated queue leaders evenly over the hosts, then over the workers
+        of each host, among the nodes that are up."""
         state = self._ports.state()
         live = [n.name for n in state.cluster_nodes() if n.up]
+        hosts = {n.name: n.host_id for n in state.cluster_nodes()}
         queues = [LedQueue(v.name, q.name, q.leader_node, q.in_sync)
                   for v in state.vhosts() for q in state.queues(v.name)
                   if q.replicated and q.leader_node is not None]
         moved = []
-        for move in plan_rebalance(queues, live):
+        for move in plan_rebalance(queues, live, hosts):
             try:
                 leader = await self.transfer(move.vhost, move.name, move.target)
             except BrokerError as error:

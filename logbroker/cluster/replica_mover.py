@@ -9,7 +9,8 @@ members is a `SetQueuePlacement` for the same leader (a new member follows
 and copies the queue; a dropped one deletes its copy), and moving the leader
 is a handover (`HandOver` "transfer"). A move that waits for a new member to
 catch up asks the leader, once per epoch and replica set, to `sync` it, so
-`ha-sync-mode: manual` does not stall it.
+`ha-sync-mode: manual` does not stall it. A member removed from the cluster
+(neither recorded nor a Raft member) is replaced like a copy on a shared host.
 
 Invariants:
 - at most one step in flight per queue, and at most `MAX_MOVES_IN_FLIGHT`;
@@ -58,6 +59,7 @@ class ReplicaMover:
         state = view.state
         nodes = [NodeView(n.name, n.up, n.host_id, n.zone) for n in state.cluster_nodes()]
         up = {node.name for node in nodes if node.up}
+        known = {node.name for node in nodes} | view.members
         counts = state.queue_member_counts()
         moving = set(self._moving.values())
         effects: list[ControllerEffect] = []
@@ -67,7 +69,9 @@ class ReplicaMover:
                 if (len(self._moving) >= MAX_MOVES_IN_FLIGHT or key in moving
                         or record.leader_node not in up or record.exclusive):
                     continue
-                step = _step(state, record, nodes, counts)
+                removed = [m for m in record.members if m not in known] \
+                    if view.members else []
+                step = _step(state, record, nodes, counts, removed)
                 if step is None or not self._worth_asking(key, record, step):
                     continue
                 effects += self._take(key, record, step)
@@ -107,11 +111,12 @@ class ReplicaMover:
 
 
 def _step(state: MetadataState, record: QueueRecord, nodes: list[NodeView],
-          counts: dict[str, int]) -> ReplicaStep | None:
+          counts: dict[str, int], removed: list[str]) -> ReplicaStep | None:
     assert record.leader_node is not None
     try:
         spec = replica_count_or_nodes(
             record.arguments, state.queue_policy_definition(record.vhost, record.name))
     except PlacementError:
         return None  # the policy is broken: leave the queue as it is
-    return next_step(spec, record.leader_node, record.members, record.in_sync, nodes, counts)
+    return next_step(spec, record.leader_node, record.members, record.in_sync, nodes, counts,
+                     removed)

@@ -3,28 +3,27 @@
 RabbitMQ's `/api/federation-links` and `/api/shovels` list the whole cluster's,
 each row with its `node`. Each node serves the rows of what it runs (op
 `federation.statuses`); a listing asks every other up node at once over the
-cluster RPC, each within `TIMEOUT_S`, and adds this node's own. A node that does
-not answer in time is left out rather than holding the listing up (what it runs
-is not known; the log says so). What a policy names and nobody defined is known
-to every node alike (the plan is a function of the metadata), so only this
-node's copy of those rows is listed. A standalone node lists its own.
+cluster RPC, each within `TIMEOUT_S`, and adds this node's own (member_rows.py, as
+the connection listings). A node that does not answer in time is left out rather
+than holding the listing up (what it runs is not known; the log says so). What a
+policy names and nobody defined is known to every node alike (the plan is a function
+of the metadata), so only this node's copy of those rows is listed. A standalone
+node lists its own.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from logbroker.cluster.cluster_rpc import ClusterRpc
 from logbroker.cluster.envelope import Envelope
+from logbroker.cluster.member_rows import rows_of_members
 from logbroker.errors import BrokerError
 from logbroker.federation.federation_links import FederationLinks
 
 __all__ = ["FederationStatuses"]
 
-logger = logging.getLogger(__name__)
 OP = "federation.statuses"
 TIMEOUT_S = 3.0
 Kind = Literal["links", "shovels"]
@@ -57,22 +56,10 @@ class FederationStatuses:
         rows = self._own(kind, vhost)
         if self._rpc is None:
             return rows
-        peers = sorted(set(self._up_nodes()) - {self._node_name})
-        answers = await asyncio.gather(*(self._ask(peer, kind, vhost) for peer in peers))
-        for answer in answers:
-            rows.extend(answer)
+        peers = set(self._up_nodes()) - {self._node_name}
+        rows += await rows_of_members(self._rpc, peers, Envelope(
+            OP, {"kind": kind, "vhost": vhost}), TIMEOUT_S)
         return sorted(rows, key=_order)
-
-    async def _ask(self, peer: str, kind: Kind, vhost: str | None) -> list[dict[str, Any]]:
-        assert self._rpc is not None
-        try:
-            answer = await self._rpc.call(peer, Envelope(OP, {"kind": kind, "vhost": vhost}),
-                                          TIMEOUT_S)
-        except BrokerError as error:
-            logger.info("federation statuses of node %s left out: %s", peer, error.text)
-            return []
-        rows = answer.header.get("rows")
-        return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
 
     async def _serve(self, peer: str, envelope: Envelope) -> Envelope:
         kind = envelope.header.get("kind")

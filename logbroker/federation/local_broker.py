@@ -36,12 +36,22 @@ class LocalBroker:
     def exchange(self, vhost: str, name: str) -> ExchangeRecord | None:
         return self._broker.state.exchange(vhost, name)
 
-    def queue_exists(self, vhost: str, queue: str) -> bool:
-        return self._broker.state.queue(vhost, queue) is not None
-
     def binding_keys(self, vhost: str, exchange: str) -> set[tuple[str, tuple[Any, ...]]]:
         return {(binding.routing_key, tuple(sorted(binding.arguments.items())))
                 for binding in self._broker.state.bindings(vhost) if binding.source == exchange}
+
+    async def source_queue(self, vhost: str, queue: str | None, exchange: str,
+                           routing_key: str) -> str:
+        """A local shovel source: `queue`, declared durable when missing; else a new
+        auto-delete queue bound to `exchange` with `routing_key` (404 when the exchange
+        is not there, and then no queue is made)."""
+        definitions = self._broker.definitions
+        if queue is not None:
+            return await definitions.declare_queue_as_broker(vhost, queue)
+        self._broker.state.passive_exchange(vhost, exchange)
+        name = await definitions.declare_queue_as_broker(vhost)
+        await definitions.bind_queue_as_broker(vhost, name, exchange, routing_key)
+        return name
 
     async def publish(self, vhost: str, message: Message) -> bool:
         result = await self._broker.publisher.publish(vhost, message)

@@ -86,7 +86,11 @@ class LocalShovelSide(LocalConsuming, Protocol):
     @property
     def node_name(self) -> str: ...
 
-    def queue_exists(self, vhost: str, queue: str) -> bool: ...
+    def source_queue(self, vhost: str, queue: str | None, exchange: str,
+                     routing_key: str) -> Awaitable[str]:
+        """The local queue to consume: `queue` (declared durable when missing), else a
+        new auto-delete queue bound to `exchange` with `routing_key`."""
+        ...
 
     def publish(self, vhost: str, message: Message) -> Awaitable[bool]:
         """Publish on this broker (to the message's exchange); True once confirmed."""
@@ -144,9 +148,11 @@ class ShovelLink:
             # The source first: a shovel whose source is not there goes no further.
             src_vhost = local_vhost(src_uri)
             if src_vhost is not None:
-                self._check_local_source(src_vhost)
+                spec = self.spec
+                queue = await self._local.source_queue(
+                    src_vhost, spec.src_queue, spec.src_exchange or "", spec.src_exchange_key)
                 publish = await self._destination(stack, dest_uri)
-                closed = await self._consume_here(stack, src_vhost, publish)
+                closed = await self._consume_here(stack, src_vhost, queue, publish)
             else:
                 source = await stack.enter_async_context(amqp_connection(src_uri))
                 channel = await source.channel()
@@ -167,19 +173,10 @@ class ShovelLink:
                 raise ConnectionError(closed.result() if closed.done()
                                       else "the source went away")
 
-    def _check_local_source(self, vhost: str) -> None:
-        queue = self.spec.src_queue
-        if queue is None:
-            raise ValueError("a source exchange on this broker (src-uri amqp:// with "
-                             "src-exchange) is not served yet: use src-queue")
-        if not self._local.queue_exists(vhost, queue):
-            raise ValueError(f"no queue '{queue}' in vhost '{vhost}' on this broker")
-
-    async def _consume_here(self, stack: contextlib.AsyncExitStack, vhost: str,
+    async def _consume_here(self, stack: contextlib.AsyncExitStack, vhost: str, queue: str,
                             publish: Publish) -> asyncio.Future[str]:
         """Consume from a queue of this broker (no connection); resolves when it stops."""
         spec = self.spec
-        assert spec.src_queue is not None  # _check_local_source
         no_ack = spec.ack_mode == "no-ack"
 
         async def forward(delivery: LocalDelivery) -> None:
@@ -191,7 +188,7 @@ class ShovelLink:
 
             await self._forward(delivery.message, publish, ack, requeue, no_ack)
 
-        source = LocalSource(self._local, vhost, spec.src_queue, spec.prefetch_count,
+        source = LocalSource(self._local, vhost, queue, spec.prefetch_count,
                              no_ack, forward)
         stack.callback(source.close)
         endpoint = await source.open()

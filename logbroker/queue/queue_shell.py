@@ -126,6 +126,9 @@ class QueueShell:
         self.closed = False
         self.had_consumers = False  # auto-delete applies only once a consumer came
         self.counters = QueueCounters()
+        # The node's totals, which outlive the queue (MessageStats.queues; the broker
+        # sets it): what this queue hands out and has acked counts there too.
+        self.node_counters = QueueCounters()
         self.appends = AppendWaiters()
         self._held = held or HeldMessages()  # written, waiting for the high watermark
         self._pipeline = AppendPipeline(lambda: self.settings, core, self._io.log_commits,
@@ -250,7 +253,8 @@ class QueueShell:
         if gate is not None and not gate.settles:
             self._held_acks.hold(offsets, fenced=gate.fenced is not None)
             return
-        self.counters.acked += len(offsets)
+        for counters in (self.counters, self.node_counters):
+            counters.count_acks(len(offsets))
         self._run(self.core.ack(offsets))
         self.schedule_pump()
 
@@ -315,8 +319,7 @@ class QueueShell:
         for effect in effects:
             if isinstance(effect, Deliver):
                 self._delivery_mark.delivered(effect.offset)
-                self._count_delivery(effect.redelivered)
-                self.counters.got += 1
+                self._count_delivery(effect.redelivered, got=True)
                 found = (effect.offset, effect.redelivered, self.message_at(effect.offset))
         self._run([e for e in effects if not isinstance(e, Deliver)])
         self._arm_timer()
@@ -483,10 +486,9 @@ class QueueShell:
     def offset_for_timestamp(self, timestamp_ms: int) -> int:
         return self.log.offset_for_timestamp(timestamp_ms)
 
-    def _count_delivery(self, redelivered: bool) -> None:
-        self.counters.delivered += 1
-        if redelivered:
-            self.counters.redelivered += 1
+    def _count_delivery(self, redelivered: bool, got: bool = False) -> None:
+        for counters in (self.counters, self.node_counters):
+            counters.count_delivery(redelivered, got)
 
     def ttl_left_ms(self, offset: int) -> int | None:
         """Milliseconds until the message at `offset` expires here (None: never): a

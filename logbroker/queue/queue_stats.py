@@ -15,6 +15,19 @@ class QueueCounters:
     acked: int = 0
     got: int = 0  # of `delivered`: taken by basic.get / REST get, not by a consumer
 
+    def count_delivery(self, redelivered: bool, got: bool) -> None:
+        self.delivered += 1
+        self.redelivered += redelivered
+        self.got += got
+
+    def count_acks(self, count: int) -> None:
+        self.acked += count
+
+    def handed_out(self) -> dict[str, int]:
+        """Deliveries and acks under RabbitMQ's `message_stats` names."""
+        return {"deliver_get": self.delivered, "deliver": self.delivered - self.got,
+                "get": self.got, "redeliver": self.redelivered, "ack": self.acked}
+
 
 class AppendWaiters:
     """Lets readers that follow a queue's log (replay --follow) sleep until it grows."""

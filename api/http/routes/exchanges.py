@@ -22,6 +22,7 @@ from api.http.rate_details import RateQuery, Rates
 from api.http.request_body import RequestBody
 from api.http.views import exchange_stats, exchange_view
 from logbroker.metadata import ExchangeRecord
+from logbroker.queue_figures import cluster_figures
 
 router = APIRouter(tags=["exchanges"])
 Context = Depends(api_context)
@@ -54,31 +55,37 @@ def _exchange(ctx: ApiContext, vhost: str, name: str) -> ExchangeRecord | None:
     return ctx.broker.state.exchange(vhost, name)
 
 
-def _view(ctx: ApiContext, record: ExchangeRecord, query: RateQuery, now_ms: int
-          ) -> dict[str, Any]:
-    view = exchange_view(record, ctx.broker.state.effective_policy(record.vhost, "exchange",
-                                                                   record.name))
-    view["message_stats"] = exchange_stats(ctx, record, query, now_ms)
-    return view
+async def _views(ctx: ApiContext, records: list[ExchangeRecord], query: RateQuery
+                 ) -> list[dict[str, Any]]:
+    """The exchanges with what every node counted of them (cluster_figures)."""
+    now_ms = ctx.broker.clock.wall_ms()
+    keys = [(record.vhost, record.name) for record in records]
+    figures = await cluster_figures(ctx.broker, [], query.grid(now_ms), exchanges=keys)
+    views = []
+    for record, key in zip(records, keys, strict=True):
+        view = exchange_view(record, ctx.broker.state.effective_policy(
+            record.vhost, "exchange", record.name))
+        view["message_stats"] = exchange_stats(figures.exchanges[key], query, now_ms)
+        views.append(view)
+    return views
 
 
-def _views(ctx: ApiContext, vhosts: list[str], query: RateQuery) -> list[dict[str, Any]]:
-    state, now_ms = ctx.broker.state, ctx.broker.clock.wall_ms()
-    return [_view(ctx, record, query, now_ms) for vhost in vhosts
-            for record in (default_exchange(vhost), *state.exchanges(vhost))]
+def _records(ctx: ApiContext, vhosts: list[str]) -> list[ExchangeRecord]:
+    return [record for vhost in vhosts
+            for record in (default_exchange(vhost), *ctx.broker.state.exchanges(vhost))]
 
 
 @router.get("/api/exchanges", dependencies=[ListOptions])
 async def list_exchanges(ctx: ApiContext = Context, who: Principal = Management,
                          query: RateQuery = Rates) -> list[dict[str, Any]]:
-    return _views(ctx, visible_vhosts(ctx, who), query)
+    return await _views(ctx, _records(ctx, visible_vhosts(ctx, who)), query)
 
 
 @router.get("/api/exchanges/{vhost}", dependencies=[ListOptions])
 async def list_vhost_exchanges(vhost: str, ctx: ApiContext = Context, who: Principal = Management,
                                query: RateQuery = Rates) -> list[dict[str, Any]]:
     visible_vhost(ctx, who, path_name(vhost))
-    return _views(ctx, [path_name(vhost)], query)
+    return await _views(ctx, _records(ctx, [path_name(vhost)]), query)
 
 
 @router.get("/api/exchanges/{vhost}/{name}")
@@ -90,7 +97,8 @@ async def get_exchange(vhost: str, name: str, ctx: ApiContext = Context,
     record = _exchange(ctx, vhost_name, exchange)
     if record is None:
         raise ApiError(404, f"no exchange '{exchange}' in vhost '{vhost_name}'")
-    return _view(ctx, record, query, ctx.broker.clock.wall_ms())
+    [view] = await _views(ctx, [record], query)
+    return view
 
 
 @router.put("/api/exchanges/{vhost}/{name}", status_code=201, responses={204: {}})

@@ -1,7 +1,11 @@
-"""/api/overview, /api/nodes, /api/connections, /api/consumers, /api/whoami.
+"""/api/overview, /api/nodes, /api/consumers, /api/whoami (connections and channels:
+connections.py).
 
-On a clustered node /api/nodes lists every member of the cluster with its liveness
-(`status` up/down and `since_ms`), Raft `role` and whether it is the `leader`.
+/api/nodes lists every member of the cluster with its liveness (`status` up/down and
+`since_ms`), Raft `role`, whether it is the `leader` (`controller`) and how many
+queues it leads; a standalone node is a cluster of one (`/api/cluster`'s document):
+up since its start, its own controller, leading every queue. /api/overview's
+`listeners` are every member's, as the cluster advertises them.
 """
 
 from __future__ import annotations
@@ -11,22 +15,22 @@ import platform
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fastapi import APIRouter, Depends, Header, Response
+from fastapi import APIRouter, Depends
 
 from api.http.api_context import ApiContext, api_context
 from api.http.auth import (
     Principal,
     management_user,
     monitoring_user,
-    visible_vhost,
     visible_vhosts,
 )
 from api.http.http_errors import ApiError
 from api.http.path_names import path_name
 from api.http.query_params import ListOptions
 from api.http.rate_details import RateQuery, Rates, counted
-from api.http.views import LENGTHS, channel_view, connection_view
-from logbroker.connections import ConnectionInfo
+from api.http.routes.cluster import cluster_status
+from api.http.routes.connections import connection_totals
+from api.http.views import LENGTHS
 from logbroker.node_figures import NodeFigures
 from logbroker.queue_figures import cluster_figures
 from logbroker.rate_samples import Point, sum_points
@@ -37,16 +41,20 @@ Management = Depends(management_user)
 Monitoring = Depends(monitoring_user)
 
 
-QUEUE_COUNTERS = ("deliver_get", "deliver", "get", "redeliver", "ack")  # summed over queues
-NODE_COUNTERS = ("publish", "confirm", "return_unroutable")  # summed over nodes
+DELIVERIES = ("deliver_get", "deliver", "get", "redeliver", "ack")
+# Summed over nodes: counted where messages come in and go out, they outlive queues.
+NODE_COUNTERS = ("publish", "confirm", "return_unroutable", *DELIVERIES)
+# Summed over a user's queues when the node-wide counts would tell of other vhosts.
+QUEUE_COUNTERS = ("publish", *DELIVERIES)
 
 
 @router.get("/api/overview")
 async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
                        query: RateQuery = Rates) -> dict[str, Any]:
     """Cluster-wide, as RabbitMQ's: every queue counts with its leader's figures, every
-    node answering with its publishers' counts; rates and (asked) samples summed. A
-    user who sees only some vhosts gets what their queues counted."""
+    node answering with its publishers' and queues' counts (deleted queues' included);
+    rates and (asked) samples summed. A user who sees only some vhosts gets what
+    their queues counted."""
     broker = ctx.broker
     vhosts = visible_vhosts(ctx, who)
     every = [(vhost, record.name) for vhost in vhosts for record in broker.state.queues(vhost)]
@@ -61,9 +69,9 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
     message_stats: dict[str, Any] = {}
     if who.sees_all_vhosts:
         counted(message_stats, NODE_COUNTERS, *node_sum, query.msg_rates, now_ms)
-    else:  # node-wide counts would tell of other vhosts: what entered its queues only
-        counted(message_stats, ("publish",), *queue_sum, query.msg_rates, now_ms)
-    counted(message_stats, QUEUE_COUNTERS, *queue_sum, query.msg_rates, now_ms)
+    else:
+        counted(message_stats, QUEUE_COUNTERS, *queue_sum, query.msg_rates, now_ms)
+    connections, channels = await connection_totals(ctx)
     cluster_name = ctx.node_name if ctx.cluster is None else \
         str(ctx.cluster.status().get("cluster_name") or ctx.node_name)
     return {
@@ -71,9 +79,7 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
         "management_version": "0.1.0", "rabbitmq_version": "3.13.0-logbroker",
         "cluster_name": cluster_name, "node": ctx.node_name,
         "erlang_version": f"python {platform.python_version()}",
-        "listeners": [
-            {"node": ctx.node_name, "protocol": protocol, "ip_address": ctx.listeners.host,
-             "port": port} for protocol, port in ctx.listeners.enabled()],
+        "listeners": _listeners(ctx),
         "queue_totals": queue_totals,
         # Queues whose leader did not answer in time: not in the totals.
         "queues_unknown": len(figures.queues) - len(queues),
@@ -81,12 +87,38 @@ async def get_overview(ctx: ApiContext = Context, who: Principal = Management,
             "queues": len(every),
             # + the default exchange of each vhost, as /api/exchanges lists it
             "exchanges": sum(len(broker.state.exchanges(v)) + 1 for v in vhosts),
-            "connections": len(broker.connections),
+            "connections": connections,  # every member's that answered, as RabbitMQ's
             "consumers": sum(f.consumers or 0 for f in queues),
-            "channels": sum(c.channels for c in broker.connections.all()),
+            "channels": channels,
         },
         "message_stats": message_stats,
     }
+
+
+def _listeners(ctx: ApiContext) -> list[dict[str, Any]]:
+    """Every node's listeners, as RabbitMQ lists them: this node's own (TLS ones too),
+    the others' as the cluster advertises them (AMQP and HTTP ports), and each member's
+    cluster port as `clustering`; clustered, every address is the member's advertised
+    host (where clients reach it, not a bind address such as 0.0.0.0)."""
+    if ctx.cluster is None:
+        return _own_listeners(ctx)
+    listed: list[dict[str, Any]] = []
+    for member in ctx.cluster.status().get("nodes", ()):
+        name, host = member.get("name"), member.get("host")
+        ports: Sequence[tuple[str, int | None]] = ctx.listeners.enabled() \
+            if name == ctx.node_name else [("amqp", member.get("amqp_port")),
+                                           ("http", member.get("http_port"))]
+        listed += [{"node": name, "protocol": protocol, "ip_address": host, "port": port}
+                   for protocol, port in ports if port]
+        if member.get("cluster_port"):
+            listed.append({"node": name, "protocol": "clustering", "ip_address": host,
+                           "port": member["cluster_port"]})
+    return listed
+
+
+def _own_listeners(ctx: ApiContext) -> list[dict[str, Any]]:
+    return [{"node": ctx.node_name, "protocol": protocol, "ip_address": ctx.listeners.host,
+             "port": port} for protocol, port in ctx.listeners.enabled()]
 
 
 Summed = tuple[dict[str, int], dict[str, float], list[Point]]
@@ -145,11 +177,11 @@ def _cluster_node_view(ctx: ApiContext, status: dict[str, Any], member: dict[str
 
 
 async def _node_views(ctx: ApiContext) -> list[dict[str, Any]]:
-    """Every node: the cluster's members when clustered, else this node alone."""
-    if ctx.cluster is None:
-        return [_node_view(ctx)]
-    status = ctx.cluster.status()
-    told = (await cluster_figures(ctx.broker, [], every_node=True)).nodes
+    """Every node: the cluster's members when clustered, else this node alone (a
+    cluster of one, described as /api/cluster describes it)."""
+    status = cluster_status(ctx)
+    told = {} if ctx.cluster is None else \
+        (await cluster_figures(ctx.broker, [], every_node=True)).nodes
     return [_cluster_node_view(ctx, status, member, told.get(str(member.get("name"))))
             for member in status.get("nodes", ())]
 
@@ -168,78 +200,6 @@ async def get_node(name: str, ctx: ApiContext = Context, _who: Principal = Monit
         if view["name"] == wanted:
             return view
     raise ApiError(404, f"node '{wanted}' not found")
-
-
-def _visible_connections(ctx: ApiContext, who: Principal) -> list[ConnectionInfo]:
-    return [info for info in ctx.broker.connections.all()
-            if who.sees_all_vhosts or info.user == who.user]
-
-
-def _connection(ctx: ApiContext, who: Principal, name: str) -> ConnectionInfo:
-    wanted = path_name(name)
-    for info in _visible_connections(ctx, who):
-        if info.connection_id == wanted:
-            return info
-    raise ApiError(404, f"no connection '{wanted}' on node {ctx.node_name}")
-
-
-@router.get("/api/connections", dependencies=[ListOptions])
-async def get_connections(ctx: ApiContext = Context, who: Principal = Management,
-                          query: RateQuery = Rates) -> list[dict[str, Any]]:
-    now_ms = ctx.broker.clock.wall_ms()
-    return [connection_view(ctx, info, query, now_ms)
-            for info in _visible_connections(ctx, who)]
-
-
-@router.get("/api/connections/{name}")
-async def get_connection(name: str, ctx: ApiContext = Context, who: Principal = Management,
-                         query: RateQuery = Rates) -> dict[str, Any]:
-    return connection_view(ctx, _connection(ctx, who, name), query, ctx.broker.clock.wall_ms())
-
-
-@router.delete("/api/connections/{name}", status_code=204)
-async def close_connection(name: str, ctx: ApiContext = Context, who: Principal = Management,
-                           x_reason: str | None = Header(None, max_length=200)) -> Response:
-    """Closed as RabbitMQ closes it: connection.close 320 CONNECTION_FORCED with the
-    `X-Reason` header as its text. A user may close its own connections, an
-    administrator any."""
-    info = _connection(ctx, who, name)
-    if not who.is_admin and info.user != who.user:
-        raise ApiError(403, f"user '{who.user}' may close only its own connections")
-    if info.close is None:
-        raise ApiError(400, f"a {info.protocol} connection cannot be closed this way")
-    info.close(x_reason or "Closed via management plugin")
-    return Response(status_code=204)
-
-
-def _channel_views(ctx: ApiContext, connections: list[ConnectionInfo], query: RateQuery
-                   ) -> list[dict[str, Any]]:
-    now_ms = ctx.broker.clock.wall_ms()
-    return [channel_view(ctx, info, channel, query, now_ms) for info in connections
-            for channel in info.channel_infos()]
-
-
-@router.get("/api/connections/{name}/channels", dependencies=[ListOptions])
-async def get_connection_channels(name: str, ctx: ApiContext = Context,
-                                  who: Principal = Management, query: RateQuery = Rates
-                                  ) -> list[dict[str, Any]]:
-    return _channel_views(ctx, [_connection(ctx, who, name)], query)
-
-
-@router.get("/api/channels", dependencies=[ListOptions])
-async def get_channels(ctx: ApiContext = Context, who: Principal = Management,
-                       query: RateQuery = Rates) -> list[dict[str, Any]]:
-    return _channel_views(ctx, _visible_connections(ctx, who), query)
-
-
-@router.get("/api/vhosts/{vhost}/channels", dependencies=[ListOptions])
-async def get_vhost_channels(vhost: str, ctx: ApiContext = Context,
-                             who: Principal = Management, query: RateQuery = Rates
-                             ) -> list[dict[str, Any]]:
-    vhost_name = path_name(vhost)
-    visible_vhost(ctx, who, vhost_name)
-    return _channel_views(ctx, [info for info in _visible_connections(ctx, who)
-                                if info.vhost == vhost_name], query)
 
 
 @router.get("/api/consumers", dependencies=[ListOptions])

@@ -6,7 +6,8 @@
   `sync` / `cancel_sync` answer 204; `transfer_leader` answers 200 with
   `{"leader": <the new leader>}`.
 - `POST /api/rebalance/queues`: spread replicated queues' leaders evenly over the
-  nodes that are up; 200 with `{"moves": [{"vhost", "name", "from", "to"}, ...]}`.
+  hosts, then over the workers of each host (`logbroker.leader_rebalance`), among
+  the nodes that are up; 200 with `{"moves": [{"vhost", "name", "from", "to"}, ...]}`.
 
 Administrators only. A standalone node has nothing to move: 400.
 """

@@ -8,7 +8,10 @@ export function count(value) {
 export function rate(value) {
   if (value === undefined || value === null) return '';
   const n = Number(value);
-  return `${n >= 100 ? Math.round(n).toLocaleString('en-US') : n.toFixed(n >= 10 ? 1 : 2)}/s`;
+  // Digits by the rounded size, so that 99.97 reads "100/s" as 100.2 does, not "100.0/s".
+  const digits = n >= 99.95 ? 0 : (n >= 9.995 ? 1 : 2);
+  return `${n.toLocaleString('en-US',
+    {minimumFractionDigits: digits, maximumFractionDigits: digits})}/s`;
 }
 
 export function bytes(value) {
@@ -17,7 +20,7 @@ export function bytes(value) {
   let n = Number(value);
   let unit = 0;
   while (n >= 1024 && unit < units.length - 1) { n /= 1024; unit += 1; }
-  return `${unit === 0 ? n : n.toFixed(1)} ${units[unit]}`;
+  return `${unit === 0 ? Math.round(n) : n.toFixed(1)} ${units[unit]}`;  // rates too
 }
 
 /** "3 min 5 s" for a duration in milliseconds. */

@@ -1,8 +1,9 @@
 """Cluster-wide figures on every node of a real 3-node cluster: each node's
 /api/queues, /api/queues/{vhost}/{name}, /api/overview and /api/nodes show the
 leader's real counts (unacked too), members, the in-sync set and each follower's
-lag; queue actions work through any node; the queues of a node that is paused
-(SIGSTOP) or killed (SIGKILL) are shown unknown without hanging the page.
+lag, and /api/exchanges what every node counted; queue actions work through any
+node; the queues of a node that is paused (SIGSTOP) or killed (SIGKILL) are shown
+unknown without hanging the page.
 """
 
 from __future__ import annotations
@@ -86,6 +87,24 @@ def test_every_node_shows_the_leaders_ready_and_unacked_counts(cluster: list[Nod
         assert (row["messages_ready"], row["messages_unacknowledged"]) == (7, 3), row
     finally:
         holder.close()
+
+
+def test_every_node_adds_up_what_every_node_counted_of_an_exchange(
+        cluster: list[Node]) -> None:
+    """Each node counts the publishes it takes; any node's exchange views add them up."""
+    for node, count in ((cluster[0], 4), (cluster[1], 3)):
+        connection = node.amqp()
+        channel = connection.channel()
+        channel.confirm_delivery()
+        for _ in range(count):
+            channel.basic_publish("amq.fanout", "", b"counted")
+        connection.close()
+    for node in cluster:
+        one = get(node, "/api/exchanges/%2F/amq.fanout?msg_rates_age=60&msg_rates_incr=5")
+        assert one["message_stats"]["publish_in"] == 7, node.name
+        assert "samples" in one["message_stats"]["publish_in_details"]
+        [listed] = [x for x in get(node, "/api/exchanges") if x["name"] == "amq.fanout"]
+        assert listed["message_stats"]["publish_in"] == 7, node.name
 
 
 def test_queue_actions_work_through_a_node_that_does_not_lead_the_queue(

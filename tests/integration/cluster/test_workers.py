@@ -216,17 +216,30 @@ def test_sigterm_stops_every_worker_and_a_restart_keeps_the_queues(tmp_path: Pat
     secret = secret_file(tmp_path)
     host = make_host(tmp_path, "solo", "h1")
     queues = [f"q{index}" for index in range(6)]
+    # Copies on both workers: the stop hands those led by solo-w2 to solo (stopped
+    # after it), and none of their messages may be lost on the way.
+    replicated = [f"rq{index}" for index in range(4)]
     with running([host], secret, members=2):
         for queue in queues:
             publish(host, queue, 10, {"x-queue-leader-locator": "balanced"})
+        for queue in replicated:
+            publish(host, queue, 10, {"x-queue-leader-locator": "balanced",
+                                      "x-queue-replicas": 2})
         leaders = {host.get(f"/api/queues/%2F/{q}")["leader"] for q in queues}
         assert leaders == {"solo", "solo-w2"}  # spread over the workers
+        led_by_w2 = [q for q in replicated
+                     if host.get(f"/api/queues/%2F/{q}")["leader"] == "solo-w2"]
+        assert led_by_w2  # balanced: some of them
         workers = host.workers()
         assert sorted(workers) == ["solo", "solo-w2"]
         assert host.stop() == 0
         assert not any(alive(pid) for pid in workers.values())
+        # solo-w2 stopped while solo still ran, so it could hand its queues over.
+        log = (tmp_path / "solo.log").read_text()
+        for queue in led_by_w2:
+            assert f"queue '{queue}' in vhost '/' handed over to solo " in log, queue
     with running([host], secret, members=2):
-        for queue in queues:
+        for queue in queues + replicated:
             bodies = drain(host, queue, 10)
             assert sorted(bodies) == sorted(f"{queue}-{i}".encode() for i in range(10))
         # A supervisor killed outright takes its workers with it (no orphan holds the ports).

@@ -145,3 +145,51 @@ def test_a_local_source_feeds_a_remote_broker_and_stops_at_its_count(
     bodies = drain(dest, "arrived")
     assert len(bodies) == COUNT and len(set(bodies)) == COUNT
     assert len(drain(src, "outbound")) == 500  # beyond src-delete-after: left in place
+
+
+def _queue_names(broker: BrokerProcess) -> set[str]:
+    rows = httpx.get(f"{broker.url}/api/queues/%2F", auth=GUEST, timeout=10).json()
+    return {str(row["name"]) for row in rows}
+
+
+def test_a_local_source_exchange_and_a_missing_source_queue(
+        pair: dict[str, BrokerProcess]) -> None:
+    """As RabbitMQ's shovel: a source exchange gets a queue of its own, bound with the
+    key and gone with the shovel; a missing source queue is declared durable."""
+    broker = pair["src"]
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", broker.amqp_port)) as c:
+        channel = c.channel()
+        channel.exchange_declare("events", "topic", durable=True)
+        channel.queue_declare("copied", durable=True)
+    before = _queue_names(broker)
+    _shovel(broker, "from-exchange", {
+        "src-uri": "amqp://", "src-exchange": "events", "src-exchange-key": "orders.#",
+        "dest-uri": "amqp://", "dest-queue": "copied"})
+    _shovel(broker, "from-new-queue", {
+        "src-uri": "amqp://", "src-queue": "not-yet", "dest-uri": "amqp://",
+        "dest-queue": "copied"})
+    wait_for(lambda: len(shovels(broker)) == 2
+             and all(row["state"] == "running" for row in shovels(broker)),
+             "both shovels running", 30)
+    made = _queue_names(broker) - before
+    assert "not-yet" in made and len(made) == 2, made
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", broker.amqp_port)) as c:
+        channel = c.channel()
+        channel.confirm_delivery()
+        for index in range(200):
+            key = "orders.new" if index % 2 == 0 else "audit.new"
+            channel.basic_publish("events", key, f"e{index}".encode(),
+                                  pika.BasicProperties(delivery_mode=2))
+        for index in range(100):
+            channel.basic_publish("", "not-yet", f"q{index}".encode(),
+                                  pika.BasicProperties(delivery_mode=2))
+    wanted = {f"e{index}".encode() for index in range(0, 200, 2)} | \
+        {f"q{index}".encode() for index in range(100)}
+    got: list[bytes] = []
+    wait_for(lambda: got.extend(drain(broker, "copied")) or len(got) >= len(wanted),
+             "the matching messages in 'copied'", 30)
+    assert sorted(got) == sorted(wanted)
+    with httpx.Client(base_url=broker.url, auth=GUEST, timeout=10) as http:
+        assert http.delete("/api/parameters/shovel/%2F/from-exchange").status_code == 204
+    wait_for(lambda: _queue_names(broker) - before == {"not-yet"},
+             "the source exchange's queue gone with its shovel", 30)

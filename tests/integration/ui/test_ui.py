@@ -1,14 +1,19 @@
 """The management UI in a real browser against one broker: login, the overview, the
-queue forms (declare, publish, get), replay paging, charts, and what a monitoring user
-may not do. Each test is bounded; the page waits at most 10 s for any one step."""
+queue forms (declare, publish, get), replay paging, charts, a pika client's channel
+and closing its connection, and what a monitoring user may not do. Each test is
+bounded; the page waits at most 10 s for any one step."""
 
 from __future__ import annotations
 
+import time
+
 import httpx
+import pika
 import pytest
+from pika.exceptions import ConnectionClosedByBroker
 from playwright.sync_api import Page, expect
 
-from tests.integration.conftest import BrokerProcess
+from tests.integration.conftest import BrokerProcess, wait_for
 from tests.integration.ui.conftest import log_in, screenshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -39,6 +44,24 @@ def publish(broker: BrokerProcess, queue: str, bodies: list[str]) -> None:
             {"routing_key": queue, "payload": body, "payload_encoding": "string"}
             for body in bodies]})
         assert reply.status_code == 200 and all(r["confirmed"] for r in reply.json()["results"])
+
+
+def pika_connection(broker: BrokerProcess, client_name: str) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.ConnectionParameters(
+        host="127.0.0.1", port=broker.amqp_port,
+        credentials=pika.PlainCredentials("guest", "guest"),
+        client_properties={"connection_name": client_name},
+        socket_timeout=5, blocked_connection_timeout=5, connection_attempts=1))
+
+
+def connection_name(broker: BrokerProcess, client_name: str) -> str:
+    """The broker's name of the connection the client named `client_name`."""
+    def named() -> str | None:
+        with api(broker) as client:
+            return next((c["name"] for c in client.get("/api/connections").json()
+                         if c["client_properties"].get("connection_name") == client_name),
+                        None)
+    return wait_for(named, f"the connection {client_name} to be listed")
 
 
 def test_guest_logs_in_and_sees_the_overview(broker: BrokerProcess, page: Page) -> None:
@@ -214,3 +237,48 @@ def test_the_queue_table_renders_one_page_of_thousands(broker: BrokerProcess,
     assert all(int(key.split("-")[1]) % 97 == 96 for key in shown["byReady"])
     assert len(shown["filtered"]) == 20 and all("q-49" in key for key in shown["filtered"])
     assert " of 111 " in shown["pager"]  # q-49, q-490..499, q-4900..4999
+
+
+def test_the_channels_page_lists_an_open_pika_channel_with_its_state(
+        broker: BrokerProcess, page: Page) -> None:
+    connection = pika_connection(broker, "ui-channels")
+    try:
+        channel = connection.channel()
+        channel.basic_qos(prefetch_count=7)
+        channel.confirm_delivery()
+        name = f"{connection_name(broker, 'ui-channels')} ({channel.channel_number})"
+        log_in(page, broker.url, "guest", "guest", "#/channels")
+        page.locator("[data-page=channels] input.filter").fill(name)
+        row = page.locator(f'[data-table=channels] tr[data-key="{name}"]')
+        expect(row.locator("[data-col=state]")).to_have_text("running")
+        expect(row.locator("[data-col=mode]")).to_have_text("confirm")
+        expect(row.locator("[data-col=prefetch]")).to_have_text("7")
+        expect(row.locator("[data-col=user]")).to_have_text("guest")
+        screenshot(page, "channels")
+    finally:
+        connection.close()
+
+
+def test_closing_a_connection_with_a_reason_reaches_the_pika_client(
+        broker: BrokerProcess, page: Page) -> None:
+    connection = pika_connection(broker, "ui-closed")
+    try:
+        name = connection_name(broker, "ui-closed")
+        log_in(page, broker.url, "guest", "guest", "#/connections")
+        page.locator("[data-page=connections] input.filter").fill(name)
+        page.locator(f'[data-table=connections] tr[data-key="{name}"] button').click()
+        form = page.locator("[data-form=close-connection]")
+        expect(form.locator("input[name=name]")).to_have_value(name)
+        form.locator("input[name=reason]").fill("maintenance from the UI")
+        form.locator("button[type=submit]").click()
+        expect(form.locator(".note")).to_contain_text("closed")
+        deadline = time.monotonic() + 5
+        with pytest.raises(ConnectionClosedByBroker) as closed:
+            while time.monotonic() < deadline:
+                connection.process_data_events(time_limit=0.1)
+        assert closed.value.reply_code == 320
+        assert closed.value.reply_text == "CONNECTION_FORCED - maintenance from the UI"
+        expect(page.locator(f'[data-table=connections] tr[data-key="{name}"]')).to_have_count(0)
+    finally:
+        if connection.is_open:
+            connection.close()

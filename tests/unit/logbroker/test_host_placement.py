@@ -134,3 +134,23 @@ def test_no_host_holds_two_copies_while_an_up_host_holds_none(
     free_zone = {node.zone for node in nodes if node.up and node.zone} - zones_used
     if free_zone:  # a zone was left out only because the count was met first
         assert len(members) == min(replicas, len([n for n in nodes if n.up or n.name == local]))
+
+
+def test_a_removed_member_is_replaced_on_a_host_without_a_copy() -> None:
+    nodes = workers("hA", 2) + workers("hC", 1)  # hB was removed from the cluster
+    spec = ReplicaCount(2)
+    # hA-w2 is on the leader's host and less loaded, but hC has no copy.
+    assert wanted_members(spec, "hA", ("hA", "hB"), ("hA", "hB"), nodes, {"hC": 9},
+                          removed=("hB",)) == ("hA", "hC")
+    step = next_step(spec, "hA", ("hA", "hB"), ("hA", "hB"), nodes, {}, removed=("hB",))
+    assert step is not None and step.kind == "add" and step.members == ("hA", "hB", "hC")
+    step = next_step(spec, "hA", ("hA", "hB", "hC"), ("hA", "hB"), nodes, {}, ("hB",))
+    assert step is not None and step.kind == "sync"
+    step = next_step(spec, "hA", ("hA", "hB", "hC"), ("hA", "hB", "hC"), nodes, {}, ("hB",))
+    assert step is not None and step.kind == "drop" and step.members == ("hA", "hC")
+
+
+def test_a_member_missing_from_the_nodes_but_not_removed_is_kept_like_a_down_one() -> None:
+    nodes = workers("hA", 2) + workers("hC", 1)
+    spec = ReplicaCount(2)
+    assert wanted_members(spec, "hA", ("hA", "hB"), ("hA", "hB"), nodes, {}) == ("hA", "hB")

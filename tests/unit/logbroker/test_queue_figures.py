@@ -1,5 +1,6 @@
 """`cluster_figures`: one request per other node (per few thousand queues), a node that
-fails or is silent shown unknown, on a fake broker and a fake cluster link."""
+fails or is silent shown unknown, exchanges' counts added up over the nodes, on a fake
+broker and a fake cluster link."""
 
 from __future__ import annotations
 
@@ -29,9 +30,12 @@ class FakeLink:
         self.asked.append((node, len(request["queues"]), timeout_s))
         if node == "n3":
             raise BrokerError(541, "cluster node n3 is not reachable")
-        return {"queues": [{"r": int(name[1:]), "u": 1, "c": 0, "f": 0, "e": 9,
+        exchanges = [{"n": {"publish_in": 2, "publish_out": 1}, "rt": {"publish_in": 0.5},
+                      "p": [[5000, {"publish_in": 2}]]} for _ in request.get("exchanges", ())]
+        return {"x": exchanges, "queues": [{"r": int(name[1:]), "u": 1, "c": 0, "f": 0, "e": 9,
                             "n": {"publish": 9}, "rt": {"publish": 0.5}, "l": {"n1": 2},
-                            "p": [[5000, {"publish": 9}]]} for _, name in request["queues"]],
+                            "p": [[5000, {"publish": 9}]], "b": 4096, "s": 1}
+                           for _, name in request["queues"]],
                 "node": {"n": {"publish": 3}, "mem": True}}
 
 
@@ -58,8 +62,10 @@ async def test_one_request_per_node_and_an_unreachable_node_is_unknown() -> None
     q7 = found.queues[("/", "q7")]
     assert (q7.messages_ready, q7.messages_unacknowledged, q7.next_offset) == (7, 1, 9)
     assert q7.follower_lags == {"n1": 2} and q7.rates == {"publish": 0.5}
+    assert (q7.log_bytes, q7.log_segments) == (4096, 1)  # the leader's log, told
     unknown = found.queues[("/", "q900")]
     assert not unknown.leader_reachable and unknown.messages_unacknowledged is None
+    assert unknown.log_bytes is None
     assert found.nodes["n3"] is None
     n2 = found.nodes["n2"]
     assert n2 is not None and n2.mem_alarm and n2.counters == {"publish": 3}
@@ -80,3 +86,15 @@ async def test_a_queue_without_a_leader_is_unknown_without_asking() -> None:
     broker, link = fake_broker({"orphan": None}, ["n1"])  # type: ignore[dict-item]
     found = await cluster_figures(broker, [("/", "orphan")])
     assert link.asked == [] and not found.queues[("/", "orphan")].leader_reachable
+
+
+async def test_exchanges_add_up_what_every_node_that_answered_counted() -> None:
+    broker, link = fake_broker({}, ["n1", "n2", "n3", "n4"])
+    broker.publisher.stats.routed("/", "x", to_queues=True)  # one publish taken here
+    keys = [("/", "x"), ("/", "y")]
+    found = await cluster_figures(broker, [], grid=[5000], exchanges=keys)
+    assert sorted(node for node, _, _ in link.asked) == ["n2", "n3", "n4"]
+    x = found.exchanges[("/", "x")]
+    assert x.counters == {"publish_in": 5, "publish_out": 3}  # 1 here + 2 from n2 and n4
+    assert x.rates == {"publish_in": 1.0} and x.points == [(5000, {"publish_in": 4})]
+    assert found.exchanges[("/", "y")].counters == {"publish_in": 4, "publish_out": 2}

@@ -12,6 +12,7 @@ const rateColumn = (key, label, stat) => ({key, label, numeric: true,
 const COLUMNS = [
   {key: 'name', label: 'Channel', value: (c) => c.name},
   {key: 'connection', label: 'Connection', value: (c) => c.connection_details?.name},
+  {key: 'node', label: 'Node', value: (c) => c.node},
   {key: 'user', label: 'User', value: (c) => c.user},
   {key: 'vhost', label: 'Vhost', value: (c) => c.vhost},
   {key: 'state', label: 'State', value: (c) => c.state},

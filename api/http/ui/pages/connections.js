@@ -7,10 +7,10 @@ import {apiPath} from '../api.js';
 import * as fmt from '../format.js';
 import {perform} from './actions.js';
 
+/** The client's product and version; its platform (often a long build string) on hover. */
 function client(c) {
   const p = c.client_properties ?? {};
-  return [p.product, p.version, p.platform].filter(Boolean).join(' ')
-    || p.connection_name || '';
+  return [p.product, p.version].filter(Boolean).join(' ') || p.connection_name || '';
 }
 
 function columns() {
@@ -20,7 +20,8 @@ function columns() {
     {key: 'user', label: 'User', value: (c) => c.user},
     {key: 'vhost', label: 'Vhost', value: (c) => c.vhost},
     {key: 'protocol', label: 'Protocol', value: (c) => c.protocol},
-    {key: 'client', label: 'Client', value: client},
+    {key: 'client', label: 'Client', value: client,
+      render: (c) => h('span', {title: c.client_properties?.platform ?? ''}, client(c))},
     {key: 'state', label: 'State', value: (c) => c.state,
       render: (c) => h('span', {class: `badge ${c.state === 'running' ? 'good' : 'warn'}`},
         c.state ?? '')},

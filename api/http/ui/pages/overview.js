@@ -12,13 +12,11 @@ import {
 const RATES = rateSpecs(MESSAGE_RATES);
 const LENGTHS = lengthSpecs((answer) => answer?.queue_totals);
 
-function status(node) {
-  return node.status ?? (node.running ? 'up' : 'down');
-}
+const status = (node) => node.status;
 
-/** When the node went up or down: the cluster's since_ms, else its uptime. */
+/** When the node went up or down (the cluster's since_ms). */
 function since(node, nowMs) {
-  const at = node.since_ms ?? (node.uptime !== undefined ? nowMs - node.uptime : null);
+  const at = node.since_ms;
   return at ? `${fmt.time(at)} (${fmt.duration(nowMs - at)} ago)` : '';
 }
 
@@ -36,9 +34,9 @@ function nodeColumns(nowMs) {
       {class: `badge ${status(n) === 'up' ? 'good' : 'bad'}`, 'data-status': status(n)},
       status(n))},
     {key: 'since', label: 'Since', value: (n) => since(n, nowMs)},
-    {key: 'role', label: 'Raft role', value: (n) => n.role ?? 'voter'},
-    {key: 'leader', label: 'Controller', value: (n) => (n.leader ?? true ? 'controller' : ''),
-      render: (n) => ((n.leader ?? true) ? h('span', {class: 'badge info'}, 'controller') : '')},
+    {key: 'role', label: 'Raft role', value: (n) => n.role},
+    {key: 'controller', label: 'Controller', value: (n) => (n.controller ? 'controller' : ''),
+      render: (n) => (n.controller ? h('span', {class: 'badge info'}, 'controller') : '')},
     {key: 'queue_leaders', label: 'Queue leaders', numeric: true,
       value: (n) => n.queue_leaders},
     {key: 'mem_alarm', label: 'Memory alarm', value: (n) => n.mem_alarm,
@@ -46,7 +44,6 @@ function nodeColumns(nowMs) {
     {key: 'disk_free_alarm', label: 'Disk alarm', value: (n) => n.disk_free_alarm,
       render: (n) => (n.disk_free_alarm == null ? UNKNOWN()
         : yesNo(n.disk_free_alarm, 'ALARM'))},
-    {key: 'uptime', label: 'Uptime', value: (n) => fmt.duration(n.uptime)},
   ];
 }
 
@@ -56,14 +53,6 @@ const LISTENERS = [
   {key: 'ip', label: 'Address', value: (l) => l.ip_address},
   {key: 'port', label: 'Port', numeric: true, value: (l) => l.port},
 ];
-
-/** The answering node's listeners, and the other nodes' as the cluster advertises them. */
-function listeners(overview, nodes) {
-  const others = nodes.filter((n) => n.name !== overview.node && n.host).flatMap((n) => [
-    ['amqp', n.amqp_port], ['http', n.http_port]].filter(([, port]) => port)
-    .map(([protocol, port]) => ({node: n.name, protocol, ip_address: n.host, port})));
-  return [...(overview.listeners ?? []), ...others];
-}
 
 function totals(overview) {
   const q = overview.queue_totals ?? {};
@@ -104,13 +93,10 @@ export function create({api, session, history}) {
     fill(totalsBox, totals(overview));
     rates.draw(chartSeries(overview, present(RATES, overview), history, 'overview', nowMs));
     lengths.draw(chartSeries(overview, LENGTHS, history, 'overview', nowMs));
-    if (nodes?.length === 1 && nodes[0].queue_leaders === undefined) {
-      nodes[0].queue_leaders = overview.object_totals?.queues;  // a standalone node leads all
-    }
     fill(nodesBox, nodes === null
       ? h('p', {class: 'muted'}, 'The nodes are shown to users tagged monitoring or administrator.')
       : plainTable(nodeColumns(nowMs), nodes, (n) => n.name, 'nodes'));
-    fill(listenersBox, plainTable(LISTENERS, listeners(overview, nodes ?? []),
+    fill(listenersBox, plainTable(LISTENERS, overview.listeners ?? [],
       (l) => `${l.node}:${l.protocol}`, 'listeners'));
   }
 

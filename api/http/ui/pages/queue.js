@@ -36,20 +36,28 @@ const BINDINGS = [
   {key: 'arguments', label: 'Arguments', value: (b) => fmt.json(b.arguments)},
 ];
 
+/** A fact that may be empty (no arguments, no policy, no followers) reads "none". */
+function orNone(text, wrap = (t) => t) {
+  return text === '' || text === undefined || text === null
+    ? h('span', {class: 'muted'}, 'none') : wrap(text);
+}
+
+const code = (text) => h('code', {}, text);
+
 function details(q) {
   return facts([
     ['Leader', h('span', {'data-fact': 'leader'}, q.node)], ['Members', fmt.names(q.members)],
     ['Online', fmt.names(q.online)], ['In sync', fmt.names(q.in_sync)],
-    ['Follower lag', fmt.followerLag(q)], ['Epoch', q.epoch], ['State', q.state],
+    ['Follower lag', orNone(fmt.followerLag(q))], ['Epoch', q.epoch], ['State', q.state],
     ['Ready', fmt.count(q.messages_ready)], ['Unacked', fmt.count(q.messages_unacknowledged)],
     ['Total', fmt.count(q.messages)], ['Consumers', fmt.count(q.consumers)],
     ['Offsets', q.first_offset === undefined ? '' : `${q.first_offset} to ${q.next_offset}`],
     ['Log size', fmt.bytes(q.log_bytes)],
     ['Durable', q.durable ? 'yes' : 'no'], ['Auto-delete', q.auto_delete ? 'yes' : 'no'],
     ['Exclusive', q.exclusive ? 'yes' : 'no'],
-    ['Arguments', h('code', {}, fmt.json(q.arguments))],
-    ['Policy', q.policy ?? ''],
-    ['Effective policy', h('code', {}, fmt.json(q.effective_policy_definition))],
+    ['Arguments', orNone(fmt.json(q.arguments), code)],
+    ['Policy', orNone(q.policy)],
+    ['Effective policy', orNone(fmt.json(q.effective_policy_definition), code)],
   ]);
 }
 

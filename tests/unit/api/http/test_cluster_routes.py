@@ -120,10 +120,18 @@ async def test_a_standalone_node_refuses_membership_changes(
                              "this node is not clustered (start it with --peers or --join)"}
 
 
-async def test_standalone_nodes_listing_is_unchanged(api: Api) -> None:
+async def test_standalone_nodes_listing_is_a_cluster_of_one(api: Api) -> None:
+    """RabbitMQ's fields, and the clustered view's: up since its start, its own
+    controller, the leader of every queue."""
+    await api.http.put("/api/queues/%2F/q1", json={})
+    await api.http.put("/api/queues/%2F/q2", json={})
     [node] = (await api.http.get("/api/nodes")).json()
     assert node["name"] == NODE and node["running"] is True and node["type"] == "disc"
-    assert "role" not in node and "uptime" in node
+    assert "uptime" in node and "mem_alarm" in node and "disk_free_alarm" in node
+    assert node["status"] == "up" and node["since_ms"] == api.context.started_at_ms
+    assert node["role"] == "voter" and node["controller"] is True and node["leader"] is True
+    assert node["queue_leaders"] == 2
+    assert (node["amqp_port"], node["http_port"], node["cluster_port"]) == (5672, 15672, None)
     assert (await api.http.get(f"/api/nodes/{NODE}")).json()["name"] == NODE
     assert (await api.http.get("/api/nodes/n2")).status_code == 404
 
@@ -207,6 +215,24 @@ async def test_nodes_lists_every_member_with_its_liveness(api: Api) -> None:
         (5672, 15672), (5673, 15673), (5674, 15674)]
     assert "uptime" in nodes[0] and "uptime" not in nodes[1]  # local details: this node only
     assert nodes[0]["queue_leaders"] == 3
+
+
+async def test_the_overview_lists_every_members_listeners(api: Api) -> None:
+    api.cluster()
+    listeners = (await api.http.get("/api/overview")).json()["listeners"]
+    assert [(x["node"], x["protocol"], x["ip_address"], x["port"]) for x in listeners] == [
+        ("n1", "amqp", "n1.example", 5672), ("n1", "http", "n1.example", 15672),
+        ("n1", "clustering", "n1.example", 25672),
+        ("n2", "amqp", "n2.example", 5673), ("n2", "http", "n2.example", 15673),
+        ("n2", "clustering", "n2.example", 25672),
+        ("n3", "amqp", "n3.example", 5674), ("n3", "http", "n3.example", 15674),
+        ("n3", "clustering", "n3.example", 25672)]
+
+
+async def test_a_standalone_overview_lists_its_own_listeners(api: Api) -> None:
+    listeners = (await api.http.get("/api/overview")).json()["listeners"]
+    assert [(x["node"], x["protocol"], x["port"]) for x in listeners] == [
+        (NODE, "amqp", 5672), (NODE, "http", 15672)]
 
 
 async def test_one_node_of_the_cluster(api: Api) -> None:

@@ -174,3 +174,32 @@ async def test_a_user_of_one_vhost_gets_the_counts_of_its_queues(api: Api) -> No
     stats = answer.json()["message_stats"]
     assert stats["publish"] == 0 and "confirm" not in stats
     assert answer.json()["queue_totals"]["messages"] == 0
+
+
+async def test_deleting_a_queue_does_not_lower_the_overview_totals(api: Api) -> None:
+    """Deliveries and acks are node-level counts, as RabbitMQ's: a queue's go on
+    counting in the overview once it is gone, and so do their samples."""
+    await three_rounds(api)
+    answer = await api.http.post("/api/queues/%2F/q/get", json={
+        "count": 2, "ackmode": "ack_requeue_true"})  # handed out, then requeued
+    assert len(answer.json()) == 2
+    answer = await api.http.post("/api/queues/%2F/q/get", json={
+        "count": 1, "ackmode": "ack_requeue_false"})
+    assert answer.json()[0]["redelivered"] is True
+    [shell] = api.broker.all_queues()
+    taken = shell.get("a-channel", no_ack=False)  # the other one requeued, acked after
+    assert taken is not None
+    shell.ack([taken[0]])
+    before = (await api.json("/api/overview"))["message_stats"]
+    counts = {k: before[k] for k in ("publish", "deliver_get", "get", "deliver", "redeliver",
+                                     "ack")}
+    assert counts == {"publish": 10, "deliver_get": 8, "get": 8, "deliver": 0,
+                      "redeliver": 2, "ack": 1}
+    assert (await api.http.delete("/api/queues/%2F/q")).status_code == 204
+    api.clock.advance(5000)
+    api.sample()
+    overview = await api.json(f"/api/overview?{HISTORY}")
+    stats = overview["message_stats"]
+    assert {k: stats[k] for k in counts} == counts
+    assert samples(stats["get_details"])[0] == (8, 15_000)
+    assert overview["object_totals"]["queues"] == 0

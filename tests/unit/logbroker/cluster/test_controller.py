@@ -29,6 +29,7 @@ from logbroker.metadata import (
     ElectQueueLeader,
     MetadataState,
     PutPolicy,
+    RemoveClusterNode,
     SetNodeLiveness,
     SetQueueInSync,
     SetQueuePlacement,
@@ -65,10 +66,12 @@ class World:
         self.leading = leading
         self.state = state
         self.applied = 1
+        self.members = MEMBERS  # the Raft membership
 
     def view(self) -> ClusterView:
         return ClusterView(self.now, 1_700_000_000_000 + self.now, self.leading,
-                           "a" if self.leading else "b", MEMBERS, self.state, self.applied)
+                           "a" if self.leading else "b", self.members, self.state,
+                           self.applied)
 
 
 def controller() -> Controller:
@@ -252,6 +255,48 @@ def test_an_unchanged_metadata_is_not_scanned_again() -> None:
     assert of(Propose, core.beat(world.view(), address("a"))) == []
     world.applied += 1
     assert len(of(Propose, core.beat(world.view(), address("a")))) == 1
+
+
+def removed(name: str) -> tuple[Controller, World]:
+    """`name` left the cluster for good. q (three replicas) is led by b on host hB
+    with copies on a (hA) and c; d is another worker of hB, e a host of its own."""
+    state = cluster()
+    hosts = {"a": "hA", "b": "hB", "c": "hC", "d": "hB", "e": "hE"}
+    for node, host in hosts.items():
+        state.apply(AddClusterNode(node, "127.0.0.1", 25672, 5672, 15672, 0, host))
+    state.apply(RemoveClusterNode(name))
+    world = World(state)
+    world.members = frozenset(set(hosts) - {name})
+    core = controller()
+    took_over(core, world)
+    for node in world.members - {"a"}:
+        core.step(Heard(address(node)), world.view())
+    return core, world
+
+
+def test_a_removed_member_is_replaced_on_a_host_without_a_copy() -> None:
+    core, world = removed("c")
+    effects = core.beat(world.view(), address("a"))
+    [add] = [p for p in of(Propose, effects) if isinstance(p.command, SetQueuePlacement)]
+    assert add.command == SetQueuePlacement("/", "q", "b", ("b", "a", "c", "e"))  # d: on hB
+    # Once e is in sync, the removed copy goes.
+    for command in (add.command, SetQueueInSync("/", "q", 1, ("b", "a", "e"))):
+        world.state.apply(command)
+    world.applied += 1
+    core.step(ProposalDone(add.request), world.view())
+    [drop] = [p.command for p in of(Propose, core.beat(world.view(), address("a")))
+              if isinstance(p.command, SetQueuePlacement)]
+    assert drop == SetQueuePlacement("/", "q", "b", ("b", "a", "e"))
+
+
+def test_a_removed_leader_fails_over_like_a_down_one() -> None:
+    core, world = removed("b")
+    asked = of(AskStatus, core.beat(world.view(), address("a")))
+    assert sorted(a.member for a in asked) == ["a", "c"]
+    # A member merely not recorded yet (still a Raft member) is no reason for an election.
+    core, world = removed("b")
+    world.members = world.members | {"b"}
+    assert of(AskStatus, core.beat(world.view(), address("a"))) == []
 
 
 # ---------------------------------------------------------- beat, bootstrap

@@ -268,3 +268,16 @@ def test_a_header_from_the_standard_encoder_still_decodes() -> None:
     op = b"op"
     data = bytes([len(op)]) + op + struct.pack(">I", len(raw)) + raw + struct.pack(">I", 0)
     assert decode_envelope(data).header == header
+
+
+def test_frames_joined_once_are_the_layers_byte_for_byte() -> None:
+    """The wire format is the layered one (kind, id, envelope; count, length, envelope),
+    built with one join so each carried message is copied once."""
+    for envelope in SAMPLES:
+        encoded = encode_envelope(envelope)
+        assert request_frame(REQUEST, 9, envelope) == \
+            bytes([REQUEST]) + (9).to_bytes(8, "big") + encoded
+        assert notice_frame(envelope) == bytes([NOTICE]) + encoded
+    layered = bytes([NOTICES]) + len(SAMPLES).to_bytes(4, "big") + b"".join(
+        len(encode_envelope(e)).to_bytes(4, "big") + encode_envelope(e) for e in SAMPLES)
+    assert notices_frame(SAMPLES) == layered

@@ -127,7 +127,9 @@ async def test_a_message_that_expires_in_the_client_nodes_buffer_expires_on_the_
 ) -> None:
     a, b, c = cluster["a"], cluster["b"], cluster["c"]
     await a.broker.definitions.declare_queue(session(a), "short", arguments={
-        **CLIENT_LOCAL, "x-message-ttl": 300})
+        # A TTL long enough that the first 32 are all delivered or buffered before it
+        # runs out, even on a loaded machine (at 300 ms some expired on the way).
+        **CLIENT_LOCAL, "x-message-ttl": 1000})
     await wait_for(lambda: all(node.metadata.state.queue("/", "short") is not None
                                for node in cluster.values()), "the queue on every node")
     shell = shell_of(a, "short")
@@ -138,7 +140,7 @@ async def test_a_message_that_expires_in_the_client_nodes_buffer_expires_on_the_
                                       for i in range(32))))
     await wait_for(lambda: shell.core.unacked_count == 32 and len(sink.deliveries) == 16,
                    "16 at the client, 16 buffered")
-    await asyncio.sleep(0.4)  # the buffered ones expire while the client is busy
+    await asyncio.sleep(1.1)  # the buffered ones expire while the client is busy
     endpoint.ack([d[2] for d in sink.deliveries])
     await wait_for(lambda: shell.core.unacked_count == 0 and shell.core.message_count == 0,
                    "the expired ones back on a and dropped there")
