@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import os
 import signal
@@ -20,8 +21,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from api.cli import add_client_commands, run_client_command
+from api.cli.command_parser import CommandParser
 from api.cli.options import add_connection_flags
+from api.cli.parser import add_client_commands
 from logbroker.cluster.cluster_settings import PeerSpecError
 from logbroker.event_loop import run_on
 from logbroker.node_settings import (
@@ -48,9 +50,6 @@ logger = logging.getLogger("logbroker")
 async def serve(settings: ServeSettings) -> int:
     # Imported here: the client subcommands, which start faster without them, need none.
     from api.amqp.server import AmqpServerConfig, start_amqp_server, stop_amqp_server
-    from api.http.api_context import ApiContext, Listeners
-    from api.http.routes.connections import serve_peer_views
-    from api.http.server import start_http_server
     from logbroker.broker import Broker
     from logbroker.gc_tuning import freeze_startup_heap
     from logbroker.rate_sampling import sample_rates
@@ -81,6 +80,13 @@ async def serve(settings: ServeSettings) -> int:
                         settings.node_name, "AMQPS" if ssl_context else "AMQP 0-9-1",
                         settings.host, port, os.path.abspath(settings.data_dir),
                         settings.event_loop)
+    # The HTTP stack (FastAPI, pydantic, uvicorn, ~90 routes) takes longer to import than
+    # a backlog of millions to open: imported in a thread, AMQP clients are answered meanwhile.
+    await asyncio.to_thread(importlib.import_module, "api.http.server")
+    from api.http.api_context import ApiContext, Listeners
+    from api.http.routes.connections import serve_peer_views
+    from api.http.server import start_http_server
+
     context = ApiContext(broker, Listeners(settings.amqp_port, settings.http_port,
                                            settings.host, amqps_port=settings.amqps_port,
                                            https_port=settings.https_port),
@@ -180,7 +186,7 @@ async def _start_cluster_node(settings: ServeSettings) -> ClusterNode:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="logbroker", description="Run a logbroker node (serve) or manage one.")
     add_connection_flags(parser, top_level=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -214,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     arguments = build_parser().parse_args(argv)
     if arguments.command != "serve":
+        from api.cli.run import run_client_command  # the client (httpx): not for serve
+
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
         return run_client_command(arguments)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -223,7 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from api.worker_supervisor import supervise
             return run_on("asyncio", supervise(argv, settings, _worker_specs(settings)))
         from api.worker_supervisor import stop_with_the_supervisor
+        from logbroker.gc_tuning import hold_collections
         stop_with_the_supervisor()
+        hold_collections()  # until serve freezes the startup heap
         return run_on(settings.event_loop, serve(settings))
     except SettingsError as error:
         print(f"logbroker: {error}", file=sys.stderr)

@@ -1,6 +1,5 @@
-"""The client subcommands of the `logbroker` command (they use `api.client`)."""
+"""The client subcommands of the `logbroker` command (they use `api.client`).
 
-from api.cli.parser import add_client_commands
-from api.cli.run import run_client_command
-
-__all__ = ["add_client_commands", "run_client_command"]
+`parser` adds them to the command line without importing them; `run` runs the
+chosen one. Nothing is imported here, so that `serve` loads none of them.
+"""

@@ -17,11 +17,13 @@ import argparse
 import json
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from api.cli.options import UsageError
 from api.cli.tables import format_table
-from api.client import Client
+
+if TYPE_CHECKING:  # the parser imports this module for its usage text: no httpx
+    from api.client import Client
 
 DEFAULT_CLUSTER_PORT = 25672
 STATUS_COLUMNS = ("name", "address", "role", "status", "since", "leader", "connected",

@@ -55,13 +55,7 @@ def _properties(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def publish(client: Client, args: argparse.Namespace) -> int:
-    """Publish messages with confirms.
-
-    The messages come from the arguments, else from --file, else from stdin: one
-    message per line (the line without its newline). They go in batches (REST
-    publish-batch), each answered once every message is confirmed. Publishing a
-    file shows a progress bar on stderr when stderr is a terminal.
-    """
+    """Publish messages with confirms (`api.cli.parser.PUBLISH_DESCRIPTION` says from where)."""
     properties = _properties(args)
     bodies = _bodies(args)
     bar = _file_progress(args)

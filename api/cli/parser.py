@@ -1,29 +1,40 @@
 """The client subcommands of `logbroker`, added to the parser that `api.node` builds.
 
-Each subcommand sets `handler` (a function of the client and the arguments,
-returning the exit code); `api.cli.run.run_client_command` calls it.
+Each subcommand names its handler `"module:function"` (a function of the client
+and the arguments, returning the exit code), imported by `CommandParser` only
+once that subcommand is chosen; `api.cli.run.run_client_command` calls it.
+This module imports only what the parser shows (flags and usage texts), never a
+command's implementation, so `serve` does not load the client (httpx) nor the
+perf tool.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
-from api.cli import admin_commands as admin
-from api.cli import cluster_commands as cluster
-from api.cli import dev_cluster, perf_command, replay_command
-from api.cli import message_commands as messages
-from api.cli import queue_commands as queue_verbs
+from api.cli import (
+    cluster_commands,
+    dev_cluster_arguments,
+    perf_arguments,
+    queue_commands,
+    replay_command,
+)
 from api.cli.options import connection_parent
 from api.cli.queue_arguments import add_queue_options, queue_options_epilog
 from api.cli.tables import LIST_KINDS
 
 Subparsers = Any  # argparse's _SubParsersAction, private in typeshed
-Handler = Callable[..., int]
+PUBLISH_DESCRIPTION = """Publish messages with confirms.
+
+    The messages come from the arguments, else from --file, else from stdin: one
+    message per line (the line without its newline). They go in batches (REST
+    publish-batch), each answered once every message is confirmed. Publishing a
+    file shows a progress bar on stderr when stderr is a terminal.
+    """
 
 
-def _command(commands: Subparsers, name: str, handler: Handler, help_text: str,
+def _command(commands: Subparsers, name: str, handler: str, help_text: str,
              description: str | None = None) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = commands.add_parser(
         name, help=help_text, description=description or help_text,
@@ -51,10 +62,10 @@ def _add_declare(commands: Subparsers) -> None:
                                   epilog=queue_options_epilog(),
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     kinds = declare.add_subparsers(dest="kind", required=True, metavar="KIND")
-    queue = _command(kinds, "queue", admin.declare_queue, "declare a queue")
+    queue = _command(kinds, "queue", "admin_commands:declare_queue", "declare a queue")
     queue.add_argument("name")
     add_queue_options(queue)
-    exchange = _command(kinds, "exchange", admin.declare_exchange, "declare an exchange")
+    exchange = _command(kinds, "exchange", "admin_commands:declare_exchange", "declare an exchange")
     exchange.add_argument("name")
     exchange.add_argument("--type", "-t", default="direct",
                           help="direct, fanout, topic, headers, ... (default: direct)")
@@ -63,7 +74,7 @@ def _add_declare(commands: Subparsers) -> None:
         parser.add_argument("--transient", action="store_true", help="not durable")
         parser.add_argument("--auto-delete", action="store_true")
         _arguments_flag(parser)
-    _binding_ends(_command(kinds, "binding", admin.declare_binding,
+    _binding_ends(_command(kinds, "binding", "admin_commands:declare_binding",
                            "bind a queue (or exchange) to an exchange"))
 
 
@@ -71,74 +82,76 @@ def _add_delete(commands: Subparsers) -> None:
     delete = commands.add_parser("delete", help="delete a queue, exchange or binding",
                                  description="Delete a queue, an exchange or a binding.")
     kinds = delete.add_subparsers(dest="kind", required=True, metavar="KIND")
-    queue = _command(kinds, "queue", admin.delete_queue, "delete a queue")
+    queue = _command(kinds, "queue", "admin_commands:delete_queue", "delete a queue")
     queue.add_argument("name")
     queue.add_argument("--if-unused", action="store_true", help="only if it has no consumers")
     queue.add_argument("--if-empty", action="store_true", help="only if it has no messages")
-    exchange = _command(kinds, "exchange", admin.delete_exchange, "delete an exchange")
+    exchange = _command(kinds, "exchange", "admin_commands:delete_exchange", "delete an exchange")
     exchange.add_argument("name")
     exchange.add_argument("--if-unused", action="store_true", help="only if nothing is bound")
-    _binding_ends(_command(kinds, "binding", admin.delete_binding, "delete a binding"))
-    purge = _command(commands, "purge", admin.purge, "remove every ready message of a queue")
+    _binding_ends(_command(kinds, "binding", "admin_commands:delete_binding", "delete a binding"))
+    purge = _command(commands, "purge", "admin_commands:purge",
+                     "remove every ready message of a queue")
     purge.add_argument("queue")
 
 
 def _add_listing(commands: Subparsers) -> None:
-    listing = _command(commands, "list", admin.list_objects, "list objects as a table")
+    listing = _command(commands, "list", "admin_commands:list_objects", "list objects as a table")
     listing.add_argument("kind", choices=LIST_KINDS, metavar="{" + ",".join(LIST_KINDS) + "}")
     listing.add_argument("--all-vhosts", action="store_true", help="every vhost, not --vhost")
     listing.add_argument("--format", choices=("table", "json"), default="table")
-    status = _command(commands, "status", admin.status,
+    status = _command(commands, "status", "admin_commands:status",
                       "the overview of every node given by --url (exit 3 if none is up)")
     status.add_argument("--format", choices=("table", "json"), default="table")
 
 
 def _add_access(commands: Subparsers) -> None:
-    policy = _command(commands, "set-policy", admin.set_policy, "set a policy in --vhost")
+    policy = _command(commands, "set-policy", "admin_commands:set_policy",
+                      "set a policy in --vhost")
     policy.add_argument("name")
     policy.add_argument("pattern", help="regular expression on queue / exchange names")
     policy.add_argument("definition", help='JSON object, e.g. \'{"max-length": 1000}\'')
     policy.add_argument("--priority", type=int, default=0)
     policy.add_argument("--apply-to", choices=("all", "queues", "exchanges"), default="all")
-    clear = _command(commands, "clear-policy", admin.clear_policy, "remove a policy")
+    clear = _command(commands, "clear-policy", "admin_commands:clear_policy", "remove a policy")
     clear.add_argument("name")
-    parameter = _command(commands, "set-parameter", admin.set_parameter,
+    parameter = _command(commands, "set-parameter", "admin_commands:set_parameter",
                          "set a runtime parameter in --vhost (RabbitMQ's set_parameter)")
     parameter.add_argument("component", help="e.g. federation-upstream, vhost-limits")
     parameter.add_argument("name")
     parameter.add_argument("value", help='JSON object, e.g. \'{"uri": "amqp://host"}\'')
-    clear_parameter = _command(commands, "clear-parameter", admin.clear_parameter,
+    clear_parameter = _command(commands, "clear-parameter", "admin_commands:clear_parameter",
                                "remove a runtime parameter from --vhost")
     clear_parameter.add_argument("component")
     clear_parameter.add_argument("name")
-    limits = _command(commands, "set-vhost-limits", admin.set_vhost_limits,
+    limits = _command(commands, "set-vhost-limits", "admin_commands:set_vhost_limits",
                       "set --vhost's limits, replacing the old ones")
     limits.add_argument("limits", help='JSON object, e.g. \'{"max-connections": 100, '
                                        '"max-queues": 1000}\' (negative: no limit)')
-    _command(commands, "clear-vhost-limits", admin.clear_vhost_limits,
+    _command(commands, "clear-vhost-limits", "admin_commands:clear_vhost_limits",
              "remove --vhost's limits")
-    user = _command(commands, "add-user", admin.add_user, "add a user (or update one)")
+    user = _command(commands, "add-user", "admin_commands:add_user", "add a user (or update one)")
     user.add_argument("name")
     user.add_argument("password")
     user.add_argument("--tags", default="",
                       help="comma-separated: administrator, monitoring, policymaker, management")
-    permissions = _command(commands, "set-permissions", admin.set_permissions,
+    permissions = _command(commands, "set-permissions", "admin_commands:set_permissions",
                            "set a user's permissions in --vhost")
     permissions.add_argument("user")
     for name in ("configure", "write", "read"):
         permissions.add_argument(f"--{name}", default=".*", metavar="REGEX",
                                  help=f"{name} permission (default: .*)")
-    export = _command(commands, "export-definitions", admin.export_definitions,
+    export = _command(commands, "export-definitions", "admin_commands:export_definitions",
                       "write the definitions (RabbitMQ's JSON format)")
     export.add_argument("file", nargs="?", default="-", help="output file (default: stdout)")
-    load = _command(commands, "import-definitions", admin.import_definitions,
+    load = _command(commands, "import-definitions", "admin_commands:import_definitions",
                     "import definitions (additive)")
     load.add_argument("file", help="definitions JSON file, - for stdin")
 
 
 def _add_messaging(commands: Subparsers) -> None:
-    publish = _command(commands, "publish", messages.publish,
-                       "publish messages with confirms", messages.publish.__doc__)
+    publish = _command(commands, "publish", "message_commands:publish",
+                       "publish messages with confirms", PUBLISH_DESCRIPTION)
     publish.add_argument("messages", nargs="*", metavar="MESSAGE",
                          help="message bodies (else --file, else stdin, one per line)")
     publish.add_argument("--exchange", "-e", default="", help="(default: the default exchange)")
@@ -152,13 +165,13 @@ def _add_messaging(commands: Subparsers) -> None:
     publish.add_argument("--batch-size", type=_positive, default=1000)
     publish.add_argument("--mandatory", action="store_true",
                          help="fail (exit 1) if a message reaches no queue")
-    get = _command(commands, "get", messages.get,
+    get = _command(commands, "get", "message_commands:get",
                    "fetch messages (requeued unless --ack, as RabbitMQ's get)")
     get.add_argument("queue")
     get.add_argument("--count", "-n", type=_positive, default=1)
     get.add_argument("--ack", action="store_true", help="remove the messages from the queue")
     get.add_argument("--format", choices=("text", "json"), default="text")
-    consume = _command(commands, "consume", messages.consume,
+    consume = _command(commands, "consume", "message_commands:consume",
                        "consume over a WebSocket, acking each message once printed")
     consume.add_argument("queue")
     consume.add_argument("--count", "-n", type=_positive, help="stop after N messages")
@@ -172,7 +185,7 @@ def _add_messaging(commands: Subparsers) -> None:
 
 
 def _add_replay(commands: Subparsers) -> None:
-    replay = _command(commands, "replay", replay_command.replay,
+    replay = _command(commands, "replay", "replay_command:replay",
                       "read a queue's log from an offset or a time (non-destructive)",
                       replay_command.__doc__)
     replay.add_argument("queue")
@@ -192,18 +205,19 @@ def _add_replay(commands: Subparsers) -> None:
 def _add_cluster(commands: Subparsers) -> None:
     group = commands.add_parser(
         "cluster", help="the cluster's members: status, join, leave, forget-node",
-        description=cluster.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=cluster_commands.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = group.add_subparsers(dest="cluster_command", required=True, metavar="COMMAND")
-    status = _command(verbs, "status", cluster.status,
+    status = _command(verbs, "status", "cluster_commands:status",
                       "every member: role, up/down and since when, the leader")
     status.add_argument("--json", action="store_true", help="the raw GET /api/cluster document")
-    join = _command(verbs, "join", cluster.join,
+    join = _command(verbs, "join", "cluster_commands:join",
                     "add a node (started with --join) to the cluster of the node at --url")
     join.add_argument("member", metavar="NAME@HOST:PORT",
                       help="the new node's name and cluster address (port default: 25672)")
-    _command(verbs, "leave", cluster.leave,
+    _command(verbs, "leave", "cluster_commands:leave",
              "the node at --url (exactly one) leaves the cluster")
-    forget = _command(verbs, "forget-node", cluster.forget_node,
+    forget = _command(verbs, "forget-node", "cluster_commands:forget_node",
                       "remove a node from the cluster (e.g. one that is gone for good)")
     forget.add_argument("name", help="the node's name, as `cluster status` lists it")
 
@@ -211,13 +225,13 @@ def _add_cluster(commands: Subparsers) -> None:
 def _add_federation(commands: Subparsers) -> None:
     group = commands.add_parser("federation", help="federation links: status")
     verbs = group.add_subparsers(dest="federation_command", required=True, metavar="COMMAND")
-    status = _command(verbs, "status", admin.federation_status,
+    status = _command(verbs, "status", "admin_commands:federation_status",
                       "every node's links (asked of the node at --url): upstream, node, "
                       "status, messages, errors")
     status.add_argument("--format", choices=("table", "json"), default="table")
     group = commands.add_parser("shovel", help="dynamic shovels: status")
     verbs = group.add_subparsers(dest="shovel_command", required=True, metavar="COMMAND")
-    status = _command(verbs, "status", admin.shovel_status,
+    status = _command(verbs, "status", "admin_commands:shovel_status",
                       "every node's shovels (asked of the node at --url): state, node, "
                       "messages moved, errors")
     status.add_argument("--format", choices=("table", "json"), default="table")
@@ -226,39 +240,40 @@ def _add_federation(commands: Subparsers) -> None:
 def _add_queue(commands: Subparsers) -> None:
     group = commands.add_parser(
         "queue", help="replicated queues: sync, cancel-sync, transfer-leader, "
-        "rebalance-leaders", description=queue_verbs.__doc__,
+        "rebalance-leaders", description=queue_commands.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = group.add_subparsers(dest="queue_command", required=True, metavar="COMMAND")
     for name, handler, help_text in (
-            ("sync", queue_verbs.sync, "members not in sync copy the whole queue"),
-            ("cancel-sync", queue_verbs.cancel_sync, "stop the copies `sync` started"),
-            ("transfer-leader", queue_verbs.transfer_leader,
+            ("sync", "queue_commands:sync", "members not in sync copy the whole queue"),
+            ("cancel-sync", "queue_commands:cancel_sync", "stop the copies `sync` started"),
+            ("transfer-leader", "queue_commands:transfer_leader",
              "move the queue's leader to another in-sync member")):
         verb = _command(verbs, name, handler, help_text)
         verb.add_argument("queue", help="the queue's name")
         if name == "transfer-leader":
             verb.add_argument("--node", default=None,
                               help="the new leader (default: the best in-sync follower)")
-    _command(verbs, "rebalance-leaders", queue_verbs.rebalance_leaders,
+    _command(verbs, "rebalance-leaders", "queue_commands:rebalance_leaders",
              "spread replicated queues' leaders evenly over the nodes that are up")
 
 
 def _add_dev_cluster(commands: Subparsers) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "dev-cluster", help="run a local N-node cluster on 127.0.0.1 until Ctrl-C",
-        description=dev_cluster.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    dev_cluster.add_arguments(parser)
-    parser.set_defaults(handler=dev_cluster.dev_cluster)
+        description=dev_cluster_arguments.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    dev_cluster_arguments.add_arguments(parser)
+    parser.set_defaults(handler="dev_cluster:dev_cluster")
 
 
 def _add_perf(commands: Subparsers) -> None:
     # add_help=False: `-h` is PerfTest's --uri; help is --help / -?.
     parser: argparse.ArgumentParser = commands.add_parser(
         "perf", help="a load test like RabbitMQ's PerfTest (rates, latency, plots)",
-        description=perf_command.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=perf_arguments.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[connection_parent()], add_help=False)
-    perf_command.add_arguments(parser)
-    parser.set_defaults(handler=perf_command.perf)
+    perf_arguments.add_arguments(parser)
+    parser.set_defaults(handler="perf_command:perf")
 
 
 def _positive(text: str) -> int:

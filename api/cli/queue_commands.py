@@ -12,9 +12,12 @@ queues' synchronisation and leadership (RabbitMQ's `rabbitmqctl sync_queue`,
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from api.cli.tables import format_table
-from api.client import Client
+
+if TYPE_CHECKING:  # the parser imports this module for its usage text: no httpx
+    from api.client import Client
 
 
 def sync(client: Client, args: argparse.Namespace) -> int:

@@ -17,10 +17,12 @@ import contextlib
 import json
 import sys
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from api.cli.options import UsageError, parse_time, progress_bar, text_of, write_line
-from api.client import Client, Record, ReplayPage
+
+if TYPE_CHECKING:  # the parser imports this module for its usage text: no httpx
+    from api.client import Client, Record, ReplayPage
 
 
 def record_line(record: Record, fmt: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from logbroker.gc_tuning import freeze_startup_heap
+from logbroker.gc_tuning import freeze_startup_heap, hold_collections
 
 
 class _Node:
@@ -29,3 +29,15 @@ def test_objects_alive_at_the_freeze_are_skipped_and_later_ones_collected() -> N
         gc.unfreeze()
         gc.collect()
     assert frozen() is None
+
+
+def test_collections_held_during_a_start_resume_at_the_freeze() -> None:
+    try:
+        hold_collections()
+        assert not gc.isenabled()
+        freeze_startup_heap()
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
+        gc.collect()

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from api.cli.options import UsageError
+from api.cli.perf_arguments import DEFAULT_URI
 from api.cli.perf_command import (
-    DEFAULT_URI,
     sample_line,
     settings_from,
     summary_lines,
