@@ -179,6 +179,24 @@ def _column(kind: str, buffer: bytes | memoryview, position: int, count: int
     return column, end
 
 
+def _decode_header_lists(buffer: bytes | memoryview, position: int,
+                         header_lengths: Sequence[int], header_lists: list[Headers]) -> int:
+    """Fill `header_lists` from the headers column at `position`; the position after it.
+
+    Records of one batch usually share their headers (same exchange, routing key,
+    properties): each distinct encoding is decoded once."""
+    decoded: dict[bytes, Headers] = {}
+    for index, length in enumerate(header_lengths):
+        if length:
+            encoded = bytes(buffer[position : position + length])
+            headers = decoded.get(encoded)
+            if headers is None:
+                headers = decoded[encoded] = _decode_headers(encoded)
+            header_lists[index] = headers
+            position += length
+    return position
+
+
 def decode_columns(
     payload: bytes | memoryview, base_offset: int, count: int, first_timestamp_ms: int,
     flags: int,
@@ -200,17 +218,7 @@ def decode_columns(
                 keys[index] = buffer[position : position + length]
                 position += length
     if flags & FLAG_HEADERS:
-        # Records of one batch usually share their headers (same exchange, routing key,
-        # properties): decode each distinct encoding once.
-        decoded: dict[bytes, Headers] = {}
-        for index, length in enumerate(header_lengths):
-            if length:
-                encoded = buffer[position : position + length]
-                headers = decoded.get(encoded)
-                if headers is None:
-                    headers = decoded[encoded] = _decode_headers(encoded)
-                header_lists[index] = headers
-                position += length
+        position = _decode_header_lists(buffer, position, header_lengths, header_lists)
     if position + sum(value_lengths) != len(buffer):
         raise BatchFormatError("record lengths do not add up to the payload size")
     records: list[LogRecord] = []
@@ -276,15 +284,7 @@ def summarize_columns(
             header_lists = [_decode_headers(encoded)] * count
             header_lengths = array("I")
             position += first * count
-        decoded: dict[bytes, Headers] = {}
-        for index, length in enumerate(header_lengths):
-            if length:
-                encoded = bytes(buffer[position : position + length])
-                headers = decoded.get(encoded)
-                if headers is None:
-                    headers = decoded[encoded] = _decode_headers(encoded)
-                header_lists[index] = headers
-                position += length
+        position = _decode_header_lists(buffer, position, header_lengths, header_lists)
     if position + sum(value_lengths) != len(buffer):
         raise BatchFormatError("record lengths do not add up to the payload size")
     return ColumnSummary(value_lengths, timestamps, header_lists)
