@@ -278,7 +278,10 @@ def test_closing_a_connection_with_a_reason_reaches_the_pika_client(
                 connection.process_data_events(time_limit=0.1)
         assert closed.value.reply_code == 320
         assert closed.value.reply_text == "CONNECTION_FORCED - maintenance from the UI"
-        expect(page.locator(f'[data-table=connections] tr[data-key="{name}"]')).to_have_count(0)
+        # Gone at the page's next refresh after the client answered the close: within two
+        # refresh periods (5 s each), without a reload.
+        expect(page.locator(f'[data-table=connections] tr[data-key="{name}"]')
+               ).to_have_count(0, timeout=12_000)
     finally:
         if connection.is_open:
             connection.close()

@@ -35,7 +35,7 @@ function columns() {
   ];
 }
 
-function closeForm(api) {
+function closeForm(api, onClosed) {
   const note = h('p', {class: 'note'});
   const name = h('input', {name: 'name', required: true, class: 'wide',
     placeholder: 'connection name (from the table)'});
@@ -45,14 +45,17 @@ function closeForm(api) {
     h('button', {type: 'submit', class: 'danger'}, 'Close connection'), note);
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
-    await perform(note, () => api.del(apiPath('connections', name.value),
-      {'X-Reason': reason.value}), `Connection '${name.value}' closed.`);
+    const closed = await perform(note, () => api.del(apiPath('connections', name.value),
+      {'X-Reason': reason.value}).then(() => true), `Connection '${name.value}' closed.`);
+    if (closed) onClosed();
   });
   return {form, choose: (connection) => { name.value = connection; reason.focus(); }};
 }
 
 export function create({api, session}) {
-  const closer = session.readOnly ? null : closeForm(api);
+  // Redrawn at once after a close, not at the next tick (the row may still show until
+  // the client has answered the close; the tick after that drops it).
+  const closer = session.readOnly ? null : closeForm(api, () => refresh().catch(() => {}));
   const cols = columns();
   if (closer) {
     cols.push({key: 'close', label: '', value: () => '', render: (c) => h('button',
@@ -60,8 +63,9 @@ export function create({api, session}) {
   }
   const table = new DataTable({columns: cols, rowKey: (c) => c.name, sortKey: 'name',
     name: 'connections', empty: 'No connections.'});
+  const refresh = async () => table.setRows(await api.get('/api/connections'));
   const element = h('div', {class: 'page', 'data-page': 'connections'},
     h('h1', {}, 'Connections'), table.element,
     closer && h('section', {class: 'panel'}, h('h2', {}, 'Close a connection'), closer.form));
-  return {element, refresh: async () => table.setRows(await api.get('/api/connections'))};
+  return {element, refresh};
 }
