@@ -2,6 +2,7 @@
 resolves only after an fdatasync that began after it was written, in order."""
 
 import asyncio
+import contextlib
 import errno
 import os
 from collections.abc import Sequence
@@ -40,10 +41,8 @@ class ManualThread:
         os.write(self._write, b"x")
 
     def take(self) -> tuple[int, int] | None:
-        try:
+        with contextlib.suppress(BlockingIOError):
             os.read(self._read, 64)
-        except BlockingIOError:
-            pass
         outcome, self._outcome = self._outcome, None
         return outcome
 
