@@ -38,6 +38,7 @@ from segments.filesystem import FileSystem
 from segments.log import Log, LogConfig
 from segments.range_set import RangeSet
 from segments.record_batch import RecordBatch
+from segments.sync_point import SegmentsSyncPoint
 
 CURSOR_SYNC_INTERVAL_MS = 200
 
@@ -137,6 +138,12 @@ class FollowerReplica:
         too (its oldest unsynced ack is `CURSOR_SYNC_INTERVAL_MS` old)."""
         since = self._cursor_unsynced_since_ms
         self._sync_cursor_too = since is not None and now_ms - since >= CURSOR_SYNC_INTERVAL_MS
+
+    def sync_point(self) -> SegmentsSyncPoint | None:
+        """`sync` as the log's sync point, when that is all `sync` would do (no cursor
+        sync planned): its `run`, or an fdatasync of its `fds`, then its `finish`,
+        stand for `sync`. None: call `sync`."""
+        return None if self._sync_cursor_too else self.log.sync_point()
 
     def sync(self) -> None:
         """Make appended batches durable, and the cursor when `plan_sync` said so (may
