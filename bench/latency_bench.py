@@ -12,8 +12,11 @@ Each round runs bench/amqp_bench.py's pubsub_latency workload (one producer with
 confirms, paced, and one consumer with manual acks, in one client process; the
 latency is publish call -> consumer callback) for `--duration-s` at each pace of
 `--paces`, on logbroker and on RabbitMQ; who goes first alternates from round to
-round. Before each run the machine is `sync`ed and given up to `--settle-max-s`
-to be quiet.
+round. Before the rounds each broker gets one unrecorded run of `--warmup-s`
+at the first pace (a broker's first traffic pays for lazy imports, caches and,
+in logbroker, the first full garbage collection after the startup heap was
+frozen). Before each run the machine is `sync`ed and given up to
+`--settle-max-s` to be quiet.
 
 Stdout: one line per run (`"bench": "latency_run"`), then one line per
 topology and pace (`"bench": "latency"`): both brokers' p50/p99 per round, the
@@ -128,6 +131,16 @@ def run_round(targets: list[Target], topology: str, round_index: int,
     return runs
 
 
+def warm_up(targets: list[Target], args: argparse.Namespace) -> None:
+    """One unrecorded run per broker, at the first pace."""
+    if args.warmup_s <= 0:
+        return
+    warm_args = argparse.Namespace(**{**vars(args), "duration_s": args.warmup_s})
+    for name, url, queue in targets:
+        say(f"warm-up: {name} for {args.warmup_s:g} s")
+        pubsub_latency(url, queue, warm_args, args.paces[0])
+
+
 def _load_1m() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
@@ -168,6 +181,7 @@ def run_topology(topology: str, args: argparse.Namespace) -> list[Result]:
     with opened(args) as targets:
         say(f"{topology}: " + ", ".join(f"{name} queue {queue} at {url.split('@')[-1]}"
                                          for name, url, queue in targets))
+        warm_up(targets, args)
         for round_index in range(args.rounds):
             runs.extend(run_round(targets, topology, round_index, args))
     machine = load.report()
@@ -185,6 +199,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--topologies", default=",".join(TOPOLOGIES),
         help=f"comma-separated, of {', '.join(TOPOLOGIES)} (default both)")
     add("--duration-s", type=float, default=10.0, help="length of each run (default 10)")
+    add("--warmup-s", type=float, default=3.0,
+        help="an unrecorded run per broker before the rounds (default 3; 0: none)")
     add("--settle-max-s", type=float, default=5.0,
         help="before each run, sync and wait up to this long for a quiet machine (default 5)")
     add("--logbroker-only", action="store_true", help="no RabbitMQ, no ratios")
