@@ -4,14 +4,19 @@
  * before and after the system call and runs Python code around it; the event
  * loop's thread then waits for the GIL whenever the two meet (on this
  * project's 2-core VM, about once per message at 2,000 msg/s, up to 9 ms when
- * the holder is preempted). This thread never touches the interpreter:
- * `submit(fds)` hands it a job (under a mutex, without blocking on the
- * thread), it fdatasyncs the descriptors in order, stores the outcome and
- * writes one byte to a pipe whose read end the event loop watches; `take()`
- * drains the pipe and returns the outcome.
+ * the holder is preempted). This thread never touches the interpreter, and
+ * shares no lock with the loop either (a thread preempted while holding one
+ * would stall the loop the same way): `submit(fds)` fills the job's slot and
+ * writes a byte to the jobs pipe, on which the thread blocks; it fdatasyncs
+ * the descriptors in order, stores the outcome and writes a byte to the done
+ * pipe, whose read end the event loop watches; `take()` reads that byte and
+ * returns the outcome. The pipes' write-then-read order hands the slot over,
+ * each way.
  *
- * Invariants: at most one job is pending or running, and its outcome is taken
- * once (`submit` refuses a second job until `take` returned the first's);
+ * Invariants: at most one job is submitted and not taken (`busy`, the loop's
+ * own: `submit` refuses a second job until `take` returned the first's), so
+ * the thread and the loop never use the slot at the same time; one byte per
+ * finished job, so a `take` that read it returns that job's outcome;
  * the descriptors stay open until the job is done (the caller's contract:
  * a group committer closes its log only after its last sync); `close` joins
  * the thread, so no fdatasync runs after it returns.
@@ -22,24 +27,25 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/types.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_FDS 64
+#define JOB 'j'
+#define QUIT 'q'
 
 typedef struct {
     PyObject_HEAD
-    pthread_mutex_t mutex;
-    pthread_cond_t wake;
     pthread_t thread;
     int running;       /* the thread was started and not yet joined */
-    int pipe_read, pipe_write;
+    int jobs[2];       /* the loop writes a byte per job (or QUIT); the thread reads */
+    int done[2];       /* the thread writes a byte per finished job; the loop reads */
+    int busy;          /* the loop's own: a job was submitted, its outcome not taken */
+    /* Handed over through the pipes, whose write/read order the accesses. */
     int fds[MAX_FDS];
     int nfds;
-    int pending;       /* a job is submitted and not yet done */
-    int done;          /* a job is done and its outcome not yet taken */
-    int stopping;
     int error;         /* errno of the first failed fdatasync, 0 if none */
     long long took_ns;
 } FsyncThread;
@@ -60,50 +66,51 @@ static int sync_fd(int fd) {
 
 static void *run(void *arg) {
     FsyncThread *self = (FsyncThread *)arg;
-    int fds[MAX_FDS];
     for (;;) {
-        pthread_mutex_lock(&self->mutex);
-        while (!self->pending && !self->stopping) {
-            pthread_cond_wait(&self->wake, &self->mutex);
+        char order;
+        ssize_t got = read(self->jobs[0], &order, 1);
+        if (got < 0 && errno == EINTR) {
+            continue;
         }
-        if (self->stopping) {
-            pthread_mutex_unlock(&self->mutex);
+        if (got != 1 || order == QUIT) {
             return NULL;
         }
-        int nfds = self->nfds;
-        memcpy(fds, self->fds, sizeof(int) * (size_t)nfds);
-        pthread_mutex_unlock(&self->mutex);
-
         long long started = now_ns();
         int error = 0;
-        for (int i = 0; i < nfds && !error; i++) {
-            while (sync_fd(fds[i]) != 0) {
+        for (int i = 0; i < self->nfds && !error; i++) {
+            while (sync_fd(self->fds[i]) != 0) {
                 if (errno != EINTR) {
                     error = errno;
                     break;
                 }
             }
         }
-        long long took = now_ns() - started;
-
-        pthread_mutex_lock(&self->mutex);
+        self->took_ns = now_ns() - started;
         self->error = error;
-        self->took_ns = took;
-        self->pending = 0;
-        self->done = 1;
-        pthread_mutex_unlock(&self->mutex);
         char byte = 1;
-        while (write(self->pipe_write, &byte, 1) < 0 && errno == EINTR) {
+        while (write(self->done[1], &byte, 1) < 0 && errno == EINTR) {
         }
     }
 }
 
-static int set_flags(int fd) {
+static int set_flags(int fd, int nonblocking) {
     int flags = fcntl(fd, F_GETFL);
-    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    if (flags < 0 || (nonblocking && fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)) {
         return -1;
     }
     return fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+static void close_pipes(FsyncThread *self) {
+    for (int i = 0; i < 2; i++) {
+        if (self->jobs[i] >= 0) {
+            close(self->jobs[i]);
+        }
+        if (self->done[i] >= 0) {
+            close(self->done[i]);
+        }
+        self->jobs[i] = self->done[i] = -1;
+    }
 }
 
 static int FsyncThread_init(FsyncThread *self, PyObject *args, PyObject *kwds) {
@@ -115,26 +122,17 @@ static int FsyncThread_init(FsyncThread *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "the fsync thread is already started");
         return -1;
     }
-    int ends[2];
-    if (pipe(ends) != 0) {
+    /* The thread blocks reading jobs; the loop never blocks on either pipe. */
+    if (pipe(self->jobs) != 0 || pipe(self->done) != 0
+        || set_flags(self->jobs[0], 0) != 0 || set_flags(self->jobs[1], 1) != 0
+        || set_flags(self->done[0], 1) != 0 || set_flags(self->done[1], 0) != 0) {
         PyErr_SetFromErrno(PyExc_OSError);
+        close_pipes(self);
         return -1;
     }
-    if (set_flags(ends[0]) != 0 || set_flags(ends[1]) != 0) {
-        PyErr_SetFromErrno(PyExc_OSError);
-        close(ends[0]);
-        close(ends[1]);
-        return -1;
-    }
-    self->pipe_read = ends[0];
-    self->pipe_write = ends[1];
-    pthread_mutex_init(&self->mutex, NULL);
-    pthread_cond_init(&self->wake, NULL);
     int failed = pthread_create(&self->thread, NULL, run, self);
     if (failed) {
-        close(ends[0]);
-        close(ends[1]);
-        self->pipe_read = self->pipe_write = -1;
+        close_pipes(self);
         errno = failed;
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
@@ -146,6 +144,11 @@ static int FsyncThread_init(FsyncThread *self, PyObject *args, PyObject *kwds) {
 static PyObject *FsyncThread_submit(FsyncThread *self, PyObject *fds) {
     if (!self->running) {
         PyErr_SetString(PyExc_ValueError, "the fsync thread is closed");
+        return NULL;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "an fsync is still running or its outcome was not taken");
         return NULL;
     }
     PyObject *seq = PySequence_Fast(fds, "fds must be a sequence of file descriptors");
@@ -174,64 +177,51 @@ static PyObject *FsyncThread_submit(FsyncThread *self, PyObject *fds) {
         copy[i] = (int)fd;
     }
     Py_DECREF(seq);
-    pthread_mutex_lock(&self->mutex);
-    if (self->pending || self->done) {
-        pthread_mutex_unlock(&self->mutex);
-        PyErr_SetString(PyExc_RuntimeError,
-                        "an fsync is still running or its outcome was not taken");
-        return NULL;
-    }
+    /* The thread is idle (no job is busy): the slot is the loop's to fill. */
     memcpy(self->fds, copy, sizeof(int) * (size_t)count);
     self->nfds = (int)count;
-    self->pending = 1;
-    pthread_cond_signal(&self->wake);
-    pthread_mutex_unlock(&self->mutex);
+    char order = JOB;
+    ssize_t wrote;
+    do {
+        wrote = write(self->jobs[1], &order, 1);
+    } while (wrote < 0 && errno == EINTR);
+    if (wrote != 1) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    self->busy = 1;
     Py_RETURN_NONE;
 }
 
 static PyObject *FsyncThread_take(FsyncThread *self, PyObject *Py_UNUSED(ignored)) {
-    char drain[64];
-    if (self->pipe_read >= 0) {
-        while (read(self->pipe_read, drain, sizeof drain) > 0) {
-        }
+    char drain[8];
+    ssize_t got = self->done[0] >= 0 ? read(self->done[0], drain, sizeof drain) : -1;
+    if (got <= 0 || !self->busy) {
+        Py_RETURN_NONE;  /* not done yet (one byte per job: a read that got it, takes it) */
     }
-    pthread_mutex_lock(&self->mutex);
-    if (!self->done) {
-        pthread_mutex_unlock(&self->mutex);
-        Py_RETURN_NONE;
-    }
-    int error = self->error;
-    long long took = self->took_ns;
-    self->done = 0;
-    pthread_mutex_unlock(&self->mutex);
-    return Py_BuildValue("(iL)", error, took);
+    self->busy = 0;
+    return Py_BuildValue("(iL)", self->error, self->took_ns);
 }
 
 static PyObject *FsyncThread_fileno(FsyncThread *self, PyObject *Py_UNUSED(ignored)) {
-    if (self->pipe_read < 0) {
+    if (self->done[0] < 0) {
         PyErr_SetString(PyExc_ValueError, "the fsync thread is closed");
         return NULL;
     }
-    return PyLong_FromLong(self->pipe_read);
+    return PyLong_FromLong(self->done[0]);
 }
 
 static void stop(FsyncThread *self) {
     if (!self->running) {
         return;
     }
-    pthread_mutex_lock(&self->mutex);
-    self->stopping = 1;
-    pthread_cond_signal(&self->wake);
-    pthread_mutex_unlock(&self->mutex);
+    char order = QUIT;  /* read after the job it runs, if any */
+    while (write(self->jobs[1], &order, 1) < 0 && errno == EINTR) {
+    }
     Py_BEGIN_ALLOW_THREADS
     pthread_join(self->thread, NULL);
     Py_END_ALLOW_THREADS
     self->running = 0;
-    close(self->pipe_read);
-    close(self->pipe_write);
-    self->pipe_read = self->pipe_write = -1;
-    pthread_cond_destroy(&self->wake);
-    pthread_mutex_destroy(&self->mutex);
+    close_pipes(self);
 }
 
 static PyObject *FsyncThread_close(FsyncThread *self, PyObject *Py_UNUSED(ignored)) {
@@ -242,7 +232,7 @@ static PyObject *FsyncThread_close(FsyncThread *self, PyObject *Py_UNUSED(ignore
 static PyObject *FsyncThread_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     FsyncThread *self = (FsyncThread *)type->tp_alloc(type, 0);
     if (self != NULL) {
-        self->pipe_read = self->pipe_write = -1;
+        self->jobs[0] = self->jobs[1] = self->done[0] = self->done[1] = -1;
     }
     return (PyObject *)self;
 }

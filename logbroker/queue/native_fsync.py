@@ -15,7 +15,8 @@ descriptors of one job in order and writes a byte to a pipe; this shell
 watches the pipe with the loop's `add_reader` and resolves the job there.
 Only the descriptors cross over; everything else (what the fsync covers, what
 it confirms) stays with the sync point on the loop. Without the compiled
-extension `available()` is False and the committer keeps its Python thread.
+extension, or with `LOGBROKER_PYTHON_FSYNC=1` in the environment (to compare),
+`available()` is False and the committer keeps its Python thread.
 
 Invariants: one job at a time (a committer syncs one group at a time); a
 job that a cancelled caller left running is waited for, never overlapped;
@@ -45,7 +46,7 @@ class FsyncThreadPort(Protocol):
 
 
 def _load() -> Callable[[], FsyncThreadPort] | None:
-    if os.environ.get("LOGBROKER_PURE_PYTHON"):
+    if os.environ.get("LOGBROKER_PURE_PYTHON") or os.environ.get("LOGBROKER_PYTHON_FSYNC"):
         return None
     try:
         from logbroker.queue._fsync_thread import FsyncThread
