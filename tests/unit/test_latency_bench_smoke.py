@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_bench_prints_a_line_per_run_and_per_topology_and_pace() -> None:
     command = [sys.executable, str(ROOT / "bench" / "latency_bench.py"), "--logbroker-only",
                "--rounds", "2", "--paces", "200,400", "--duration-s", "0.5",
-               "--settle-max-s", "0.2", "--warmup-s", "0.3", "--start-timeout-s", "60", "--timeout-s", "30",
+               "--settle-max-s", "0.2", "--warmup-s", "0.3", "--start-timeout-s", "60",
+               "--timeout-s", "30",
                "--stable-timeout-s", "30"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=115, check=False,
                           cwd=ROOT)
