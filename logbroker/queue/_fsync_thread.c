@@ -7,15 +7,16 @@
  * the holder is preempted). This thread never touches the interpreter, and
  * shares no lock with the loop either (a thread preempted while holding one
  * would stall the loop the same way): `submit(fds)` fills the job's slot and
- * writes a byte to the jobs pipe, on which the thread blocks; it fdatasyncs
- * the descriptors in order, stores the outcome and writes a byte to the done
- * pipe, whose read end the event loop watches; `take()` reads that byte and
- * returns the outcome. The pipes' write-then-read order hands the slot over,
- * each way.
+ * posts a semaphore (Linux; elsewhere writes a byte to a jobs pipe) on which
+ * the thread blocks; it fdatasyncs the descriptors in order, stores the
+ * outcome and signals an eventfd (elsewhere a done pipe) that the event loop
+ * watches; `take()` reads it and returns the outcome. The post-then-wait and
+ * write-then-read order hands the slot over, each way. One descriptor per
+ * thread on Linux: a broker has a thread per queue that syncs.
  *
  * Invariants: at most one job is submitted and not taken (`busy`, the loop's
  * own: `submit` refuses a second job until `take` returned the first's), so
- * the thread and the loop never use the slot at the same time; one byte per
+ * the thread and the loop never use the slot at the same time; one signal per
  * finished job, so a `take` that read it returns that job's outcome;
  * the descriptors stay open until the job is done (the caller's contract:
  * a group committer closes its log only after its last sync); `close` joins
@@ -25,9 +26,15 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/types.h>
+#if defined(__linux__)
+#include <semaphore.h>
+#include <sys/eventfd.h>
+#define USE_EVENTFD 1  /* one descriptor per thread (a pipe pair elsewhere: four) */
+#endif
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,8 +47,12 @@ typedef struct {
     PyObject_HEAD
     pthread_t thread;
     int running;       /* the thread was started and not yet joined */
-    int jobs[2];       /* the loop writes a byte per job (or QUIT); the thread reads */
-    int done[2];       /* the thread writes a byte per finished job; the loop reads */
+#ifdef USE_EVENTFD
+    sem_t job_posted;  /* posted per job (or to quit); the thread waits on it */
+    int quit;
+#endif
+    int jobs[2];       /* elsewhere: the loop writes a byte per job (or QUIT) */
+    int done[2];       /* the thread signals each finished job; the loop reads */
     int busy;          /* the loop's own: a job was submitted, its outcome not taken */
     /* Handed over through the pipes, whose write/read order the accesses. */
     int fds[MAX_FDS];
@@ -67,6 +78,17 @@ static int sync_fd(int fd) {
 static void *run(void *arg) {
     FsyncThread *self = (FsyncThread *)arg;
     for (;;) {
+#ifdef USE_EVENTFD
+        if (sem_wait(&self->job_posted) != 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return NULL;
+        }
+        if (self->quit) {
+            return NULL;
+        }
+#else
         char order;
         ssize_t got = read(self->jobs[0], &order, 1);
         if (got < 0 && errno == EINTR) {
@@ -75,6 +97,7 @@ static void *run(void *arg) {
         if (got != 1 || order == QUIT) {
             return NULL;
         }
+#endif
         long long started = now_ns();
         int error = 0;
         for (int i = 0; i < self->nfds && !error; i++) {
@@ -87,12 +110,19 @@ static void *run(void *arg) {
         }
         self->took_ns = now_ns() - started;
         self->error = error;
+#ifdef USE_EVENTFD
+        uint64_t one = 1;
+        while (write(self->done[0], &one, sizeof one) < 0 && errno == EINTR) {
+        }
+#else
         char byte = 1;
         while (write(self->done[1], &byte, 1) < 0 && errno == EINTR) {
         }
+#endif
     }
 }
 
+#ifndef USE_EVENTFD
 static int set_flags(int fd, int nonblocking) {
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || (nonblocking && fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)) {
@@ -100,6 +130,7 @@ static int set_flags(int fd, int nonblocking) {
     }
     return fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
+#endif
 
 static void close_pipes(FsyncThread *self) {
     for (int i = 0; i < 2; i++) {
@@ -122,6 +153,14 @@ static int FsyncThread_init(FsyncThread *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "the fsync thread is already started");
         return -1;
     }
+#ifdef USE_EVENTFD
+    self->done[0] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (self->done[0] < 0 || sem_init(&self->job_posted, 0, 0) != 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        close_pipes(self);
+        return -1;
+    }
+#else
     /* The thread blocks reading jobs; the loop never blocks on either pipe. */
     if (pipe(self->jobs) != 0 || pipe(self->done) != 0
         || set_flags(self->jobs[0], 0) != 0 || set_flags(self->jobs[1], 1) != 0
@@ -130,8 +169,12 @@ static int FsyncThread_init(FsyncThread *self, PyObject *args, PyObject *kwds) {
         close_pipes(self);
         return -1;
     }
+#endif
     int failed = pthread_create(&self->thread, NULL, run, self);
     if (failed) {
+#ifdef USE_EVENTFD
+        sem_destroy(&self->job_posted);
+#endif
         close_pipes(self);
         errno = failed;
         PyErr_SetFromErrno(PyExc_OSError);
@@ -180,6 +223,11 @@ static PyObject *FsyncThread_submit(FsyncThread *self, PyObject *fds) {
     /* The thread is idle (no job is busy): the slot is the loop's to fill. */
     memcpy(self->fds, copy, sizeof(int) * (size_t)count);
     self->nfds = (int)count;
+#ifdef USE_EVENTFD
+    if (sem_post(&self->job_posted) != 0) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+#else
     char order = JOB;
     ssize_t wrote;
     do {
@@ -188,12 +236,13 @@ static PyObject *FsyncThread_submit(FsyncThread *self, PyObject *fds) {
     if (wrote != 1) {
         return PyErr_SetFromErrno(PyExc_OSError);
     }
+#endif
     self->busy = 1;
     Py_RETURN_NONE;
 }
 
 static PyObject *FsyncThread_take(FsyncThread *self, PyObject *Py_UNUSED(ignored)) {
-    char drain[8];
+    uint64_t drain[1];  /* an eventfd's counter, or up to 8 bytes of a pipe */
     ssize_t got = self->done[0] >= 0 ? read(self->done[0], drain, sizeof drain) : -1;
     if (got <= 0 || !self->busy) {
         Py_RETURN_NONE;  /* not done yet (one byte per job: a read that got it, takes it) */
@@ -214,13 +263,21 @@ static void stop(FsyncThread *self) {
     if (!self->running) {
         return;
     }
+#ifdef USE_EVENTFD
+    self->quit = 1;  /* seen after the job it runs, if any */
+    sem_post(&self->job_posted);
+#else
     char order = QUIT;  /* read after the job it runs, if any */
     while (write(self->jobs[1], &order, 1) < 0 && errno == EINTR) {
     }
+#endif
     Py_BEGIN_ALLOW_THREADS
     pthread_join(self->thread, NULL);
     Py_END_ALLOW_THREADS
     self->running = 0;
+#ifdef USE_EVENTFD
+    sem_destroy(&self->job_posted);
+#endif
     close_pipes(self);
 }
 
