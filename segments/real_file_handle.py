@@ -60,8 +60,9 @@ class RealFileHandle:
         self._reserved_end = self._size
         self._filled_end = self._size
         self._positional = False  # True once O_APPEND is off (see _fill_ahead)
-        # Set by `sync` on the fsync thread, cleared by a fill on the appender: a
-        # race at worst delays one fill by one append, never corrupts anything.
+        # Set by `sync` on the fsync thread (or by `synced` on the appender's loop),
+        # cleared by a fill on the appender: a race at worst delays one fill by one
+        # append, never corrupts anything.
         self._synced_since_fill = False
         # Far more blocks than the data needs (beyond the last partial block and
         # extent-tree blocks): a process that died while holding a reservation; the
@@ -159,6 +160,14 @@ class RealFileHandle:
         # fdatasync also flushes the file size, which is all the metadata an
         # append-only file needs to read its data back; it skips mtime updates.
         os.fdatasync(self._fd)
+        self.synced()
+
+    def sync_fd(self) -> int:
+        """The descriptor to fdatasync in place of `sync` (then call `synced`)."""
+        return self._fd
+
+    def synced(self) -> None:
+        """An fdatasync of this file finished (by `sync` or of `sync_fd`)."""
         self._synced_since_fill = True
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from segments.batch_scanner import ScanStop, scan_batches
 from segments.errors import CorruptSegmentError, DiskFullError
 from segments.filesystem import FileHandle, FileSystem
 from segments.offset_index import OffsetIndex
+from segments.real_file_handle import RealFileHandle
 from segments.record_batch import (
     PREFIX_SIZE,
     EncodedBatch,
@@ -180,6 +181,17 @@ class Segment:
 
     def sync(self) -> None:
         self.handle().sync()
+
+    def sync_fd(self) -> int | None:
+        """The descriptor whose fdatasync is this segment's `sync` when its file is a real
+        one (None otherwise); whoever fdatasyncs it reports back with `synced`."""
+        handle = self.handle()
+        return handle.sync_fd() if isinstance(handle, RealFileHandle) else None
+
+    def synced(self) -> None:
+        """The file was synced, by `sync` or by an fdatasync of `sync_fd`."""
+        if isinstance(self._handle, RealFileHandle):
+            self._handle.synced()
 
     def seal(self) -> None:
         """The segment stops being active: its time index gets its closing sentinel,

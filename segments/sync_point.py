@@ -9,8 +9,15 @@ directory if it changed); `run` does the blocking work on the fsync thread and
 touches only what `take` fixed, so appends may go on meanwhile; `finish` runs
 back on the loop, after a successful `run`, to record the result.
 
-Invariant: everything appended before `take` is durable when `run` returns.
-Appends made after it may or may not be; the next sync point covers them.
+`fds` offers a cheaper way to do `run`: when all it would do is fdatasync the
+active segment's file (nothing sealed to confirm, no directory to sync, a real
+file), it returns that descriptor, and a committer may fdatasync it on a
+thread that never takes the GIL (`logbroker/queue/native_fsync.py`) instead of
+calling `run`; `finish` is called the same way after either.
+
+Invariant: everything appended before `take` is durable when `run` returns
+(or when every descriptor `fds` returned is fdatasynced). Appends made after
+it may or may not be; the next sync point covers them.
 """
 
 from __future__ import annotations
@@ -29,8 +36,13 @@ class SyncPoint(Protocol):
         """On the fsync thread: make durable everything appended before the point."""
         ...
 
+    def fds(self) -> tuple[int, ...] | None:
+        """Descriptors whose fdatasync, in order, is all `run` would do; None when
+        `run` must be called (it has more to do, or the files have no descriptors)."""
+        ...
+
     def finish(self) -> None:
-        """On the loop, after `run` succeeded."""
+        """On the loop, after `run` (or the fdatasync of `fds`) succeeded."""
         ...
 
 
@@ -51,5 +63,12 @@ class SegmentsSyncPoint:
         if self.directory is not None:
             self.fs.sync_dir(self.directory)
 
+    def fds(self) -> tuple[int, ...] | None:
+        if self.sealed or self.directory is not None:
+            return None
+        fd = self.active.sync_fd()
+        return None if fd is None else (fd,)
+
     def finish(self) -> None:
+        self.active.synced()
         self.on_finish(self)

@@ -6,7 +6,9 @@ decides when to fetch from the leader the metadata names, and what to do
 with the answer; the `FollowerFetchDriver` carries its effects out. This
 module gives the driver its asyncio ports and nothing else: the cluster RPC
 as the transport (`r.fetch`, fetch_wire.py), the metadata's queue records,
-an fsync thread as the replica's disk, and the loop's timers over the
+an fsync thread as the replica's disk (the native one of
+`logbroker/queue/native_fsync.py` when the sync is only an fdatasync, so the
+loop never waits for the GIL behind it), and the loop's timers over the
 injected clock. The deterministic simulation (tests/sim) runs the same
 driver and cores over simulated ports.
 
@@ -28,6 +30,7 @@ from logbroker.cluster.follower_view import FollowerView
 from logbroker.cluster.loop_timers import LoopTimers
 from logbroker.errors import BrokerError
 from logbroker.metadata import QueueRecord
+from logbroker.queue.native_fsync import NativeFsync, available
 from logbroker.queue.sidecar_writer import SidecarWriter
 from replication.queue.fetch_protocol import FetchAnswer, FetchRequest
 from replication.queue.follower_fetch import FetchTiming
@@ -84,11 +87,16 @@ class ThreadDisk:
     (sidecar_writer.py) after its syncs, so a leader taking the queue over does not
     read the whole backlog to open it."""
 
-    def __init__(self, fs: FileSystem, directories: QueueDirectories) -> None:
+    def __init__(self, fs: FileSystem, directories: QueueDirectories,
+                 native_fsync: bool | None = None) -> None:
+        """`native_fsync`: fdatasync on the native thread when a sync is only that
+        (default: when the extension is built)."""
         self._fs = fs
         self._directories = directories
         self._syncing: dict[FollowerReplica, asyncio.Future[None]] = {}
         self._sidecars: dict[FollowerReplica, SidecarWriter] = {}
+        self._use_native = available() if native_fsync is None else native_fsync
+        self._native: dict[FollowerReplica, NativeFsync] = {}
 
     def open(self, key: Key) -> FollowerReplica:
         directory = self._directories(*key)
@@ -100,7 +108,16 @@ class ThreadDisk:
 
     def sync(self, replica: FollowerReplica, done: Callable[[Exception | None], None]
              ) -> None:
-        syncing = asyncio.ensure_future(asyncio.to_thread(replica.sync))
+        point = replica.sync_point() if self._use_native else None
+        fds = point.fds() if point is not None else None
+        syncing: asyncio.Future[None]
+        if point is not None and fds:
+            native = self._native.get(replica)
+            if native is None:
+                native = self._native[replica] = NativeFsync()
+            syncing = asyncio.ensure_future(_fdatasync(native, fds, point.finish))
+        else:
+            syncing = asyncio.ensure_future(asyncio.to_thread(replica.sync))
         self._syncing[replica] = syncing
 
         def finished(future: asyncio.Future[None]) -> None:
@@ -114,14 +131,24 @@ class ThreadDisk:
         syncing.add_done_callback(finished)
 
     async def settled(self, replica: FollowerReplica) -> None:
-        """A thread may still be fsyncing `replica`: let it finish (before closing it).
-        Its sidecars stop here: a copy is closed to be promoted, or forgotten."""
+        """A thread may still be fsyncing `replica`: let it finish, and stop its native
+        thread (before closing it). Its sidecars stop here: a copy is closed to be
+        promoted, or forgotten."""
         sidecars = self._sidecars.pop(replica, None)
         if sidecars is not None:
             sidecars.close()
         syncing = self._syncing.get(replica)
         if syncing is not None:
             await asyncio.gather(syncing, return_exceptions=True)
+        native = self._native.pop(replica, None)
+        if native is not None:
+            native.close()
+
+
+async def _fdatasync(native: NativeFsync, fds: tuple[int, ...],
+                     finish: Callable[[], None]) -> None:
+    await native.fdatasync(fds)
+    finish()
 
 
 class QueueFollowers:

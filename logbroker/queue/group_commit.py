@@ -12,7 +12,11 @@ deliver them, without waiting for it: see `sync_point.py`) and wait together
 for the next fsync, so the number of fsyncs per second stays at what the disk
 allows while messages per second grow with the number of concurrent
 submitters. A target without sync points holds new submissions back until
-the fsync is done. When the loop would only wait for the fsync (every
+the fsync is done. A sync point that is only an fdatasync of real files
+(`SyncPoint.fds`) is run on a native thread that never takes the GIL
+(`native_fsync.py`), so the fsync never makes the loop wait for the GIL;
+other work (confirming a rolled segment, a directory sync) stays on the Python
+thread. When the loop would only wait for the fsync (every
 submitter waiting on it), the fsync runs on the loop instead, which saves the
 hand-off to the thread and back (`inline_sync.py`). After an fsync the flusher
 stays one loop iteration, so the submitters it released queue behind it and
@@ -39,11 +43,12 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
 from logbroker.queue.fsync_policy import FsyncMode, FsyncPolicy
 from logbroker.queue.fsync_stats import FSYNC_STATS, FsyncStats
 from logbroker.queue.inline_sync import InlineSyncChooser
+from logbroker.queue.native_fsync import NativeFsync, available
 from segments.errors import LogClosedError
 from segments.sync_point import SyncPoint
 
@@ -100,9 +105,12 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         pending_items_max: int = 65536,
         fsync_stats: FsyncStats = FSYNC_STATS,
         after_write: Callable[[], None] | None = None,
+        native_fsync: NativeFsync | Literal["auto"] | None = "auto",
     ) -> None:
         """`after_write` runs after each write's `on_written` callbacks (a queue
-        delivers what they made ready at once, not an event-loop iteration later)."""
+        delivers what they made ready at once, not an event-loop iteration later).
+        `native_fsync` fdatasyncs sync points' files (`SyncPoint.fds`) off the GIL;
+        "auto": the native thread when the extension is built; None: never."""
         self._target = target
         self.after_write = after_write
         self._fsync_stats = fsync_stats
@@ -117,6 +125,9 @@ class GroupCommitter(Generic[ItemT, ResultT]):
         self._room_waiters: deque[asyncio.Future[None]] = deque()
         # One thread is enough: fsyncs of one target are serial anyway.
         self._fsync_thread = ThreadPoolExecutor(1, thread_name_prefix="fsync")
+        if native_fsync == "auto":
+            native_fsync = NativeFsync() if available() else None
+        self._native = native_fsync
         self._flusher: asyncio.Task[None] | None = None
         self._exclusive = asyncio.Lock()
         self._interval_sync: asyncio.Handle | None = None
@@ -298,7 +309,7 @@ class GroupCommitter(Generic[ItemT, ResultT]):
                 self._timed(work)
                 self._inline.inline_took(time.perf_counter() - started_s)
             else:
-                await self._sync_on_thread(work, point is not None, len(waiting))
+                await self._sync_on_thread(work, point, len(waiting))
             if point is not None:
                 point.finish()
         except Exception as error:
@@ -311,18 +322,27 @@ class GroupCommitter(Generic[ItemT, ResultT]):
                 future.set_result(result)
         self._release_room(len(waiting))
 
-    async def _sync_on_thread(self, work: Callable[[], None], writable: bool,
+    async def _sync_on_thread(self, work: Callable[[], None], point: SyncPoint | None,
                               group_items: int) -> None:
-        """Run `work` on the fsync thread and measure how idle the loop was meanwhile."""
-        loop = asyncio.get_running_loop()
+        """Run `work` (or the fdatasync of `point.fds()` on the native thread) off the
+        loop, and measure how idle the loop was meanwhile."""
         groups_before = self.groups_written
-        synced = loop.run_in_executor(self._fsync_thread, self._timed, work)
+        fds = point.fds() if point is not None and self._native is not None else None
+        synced: Awaitable[float | None]
+        if fds:
+            assert self._native is not None
+            synced = self._native.fdatasync(fds)
+        else:
+            synced = (self._loop or asyncio.get_running_loop()).run_in_executor(
+                self._fsync_thread, self._timed, work)
         started_s, loop_cpu_s = time.perf_counter(), time.thread_time()
-        self._writing_during_sync = writable  # see submit_nowait
+        self._writing_during_sync = point is not None  # see submit_nowait
         try:
-            await synced
+            took_s = await synced
         finally:
             self._writing_during_sync = False
+        if took_s is not None:  # the native thread's fdatasync, timed there
+            self._fsync_stats.record(took_s)
         self._inline.measured(group_items, time.perf_counter() - started_s,
                               time.thread_time() - loop_cpu_s,
                               self.groups_written != groups_before)
@@ -377,6 +397,8 @@ class GroupCommitter(Generic[ItemT, ResultT]):
             self._interval_sync = None
         await self.sync()
         self._fsync_thread.shutdown(wait=False)
+        if self._native is not None:
+            self._native.close()
 
 
 def _fail(futures: Sequence[_Outcome[ResultT]], error: Exception) -> None:

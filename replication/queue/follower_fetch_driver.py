@@ -205,9 +205,10 @@ class FollowerFetchDriver:
         elif isinstance(effect, Append):
             replica.append(effect.batches, effect.epochs)
         elif isinstance(effect, Sync):
+            replica.plan_sync(self._clock.monotonic_ms())
             self._disk.sync(replica, partial(self._synced, followed))
         elif isinstance(effect, TakeProgress):
-            _take(replica, effect.answer)
+            _take(replica, effect.answer, self._clock.monotonic_ms())
         elif isinstance(effect, ApplyTruncate):
             cut = replica.truncate(effect.verdict)
             self.stats["truncations"] += 1
@@ -222,10 +223,10 @@ def _position(replica: FollowerReplica) -> ReplicaPosition:
                            replica.acked_version, replica.high_watermark)
 
 
-def _take(replica: FollowerReplica, answer: StreamAnswer) -> None:
+def _take(replica: FollowerReplica, answer: StreamAnswer, now_ms: int) -> None:
     """The acked ranges, the high watermark and the log start of a durable answer."""
     if answer.acked is not None:
-        replica.apply_acks(answer.acked, answer.acked_version)
+        replica.take_acks(answer.acked, answer.acked_version, now_ms)
     replica.high_watermark = max(replica.high_watermark or 0, answer.high_watermark)
     with contextlib.suppress(Exception):  # retention here is best effort: the next try
         replica.follow_log_start(answer.log_start)

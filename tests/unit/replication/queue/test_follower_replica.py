@@ -9,7 +9,7 @@ import random
 import pytest
 
 from replication.queue.epoch_history import EpochHistory, EpochStart
-from replication.queue.follower_replica import FollowerReplica
+from replication.queue.follower_replica import CURSOR_SYNC_INTERVAL_MS, FollowerReplica
 from replication.queue.replication_leader import Truncate
 from segments.cursor_log import CursorLog
 from segments.errors import NonSequentialBatchError
@@ -301,3 +301,52 @@ def test_a_power_cut_anywhere_in_append_never_leaves_records_without_their_epoch
                     step, seed, offset, reopened.history.entries)
             reopened.close()
     assert max(survivors) > 4  # some crashes did keep unsynced records
+
+
+def test_acks_taken_in_the_fetch_loop_are_synced_within_the_interval(
+        fs: MemoryFileSystem) -> None:
+    leader = source_log([5, 5])
+    replica = FollowerReplica.open(fs, DIR)
+    replica.append(raw(leader), E1)
+    replica.sync()
+    replica.take_acks([(0, 3)], 1, now_ms=1000)
+    assert replica.cursor.acked.ranges() == [(0, 3)] and replica.acked_version == 1
+    replica.plan_sync(now_ms=1000 + CURSOR_SYNC_INTERVAL_MS - 1)
+    replica.sync()  # the log's sync: the cursor's oldest ack is not yet due
+    fs.crash_losing_all_unsynced()
+    replica = FollowerReplica.open(fs, DIR)
+    assert replica.cursor.acked.ranges() == []  # a redelivery, no more
+    replica.take_acks([(0, 3)], 1, now_ms=2000)
+    replica.take_acks([(0, 6)], 2, now_ms=2100)
+    replica.plan_sync(now_ms=2000 + CURSOR_SYNC_INTERVAL_MS)
+    replica.sync()  # due: the fsync thread syncs the cursor after the log
+    fs.crash_losing_all_unsynced()
+    assert FollowerReplica.open(fs, DIR).cursor.acked.ranges() == [(0, 6)]
+
+
+def test_acks_alone_are_synced_on_the_loop_after_twice_the_interval(
+        fs: MemoryFileSystem) -> None:
+    leader = source_log([5])
+    replica = FollowerReplica.open(fs, DIR)
+    replica.append(raw(leader), E1)
+    replica.sync()
+    replica.take_acks([(0, 1)], 1, now_ms=0)
+    replica.take_acks([(0, 2)], 2, now_ms=2 * CURSOR_SYNC_INTERVAL_MS - 1)
+    fs.crash_losing_all_unsynced()
+    replica = FollowerReplica.open(fs, DIR)
+    assert replica.cursor.acked.ranges() == []
+    replica.take_acks([(0, 1)], 1, now_ms=0)
+    replica.take_acks([(0, 2)], 2, now_ms=2 * CURSOR_SYNC_INTERVAL_MS)
+    fs.crash_losing_all_unsynced()
+    assert FollowerReplica.open(fs, DIR).cursor.acked.ranges() == [(0, 2)]
+
+
+def test_close_syncs_the_acks_taken(fs: MemoryFileSystem) -> None:
+    leader = source_log([5])
+    replica = FollowerReplica.open(fs, DIR)
+    replica.append(raw(leader), E1)
+    replica.sync()
+    replica.take_acks([(1, 4)], 1, now_ms=0)
+    replica.close()
+    fs.crash_losing_all_unsynced()
+    assert FollowerReplica.open(fs, DIR).cursor.acked.ranges() == [(1, 4)]
