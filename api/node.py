@@ -54,6 +54,12 @@ async def serve(settings: ServeSettings) -> int:
     from logbroker.gc_tuning import freeze_startup_heap
     from logbroker.rate_sampling import sample_rates
 
+    # First of all: a SIGTERM while the node starts (a supervisor stopping a worker it
+    # just restarted) must stop it in order once started, not kill it half-way.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
     cluster = None
     if settings.clustered:
         cluster = await _start_cluster_node(settings)
@@ -103,10 +109,6 @@ async def serve(settings: ServeSettings) -> int:
     context.federation = _federation_statuses(broker, federation, cluster)
     sampling = asyncio.ensure_future(sample_rates(broker))  # once per node, whatever listens
     freeze_startup_heap()  # everything so far lives as long as the process
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     if settings.tls is not None and tls is not None:
         link = cluster.settings.link_tls if cluster is not None else None
         contexts = [tls, *(link or ())]
