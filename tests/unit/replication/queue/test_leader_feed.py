@@ -85,22 +85,6 @@ def test_a_caught_up_follower_is_parked_until_its_deadline() -> None:
     assert feed.on_fetch("b", KEY, caught_up, queue, 1050, deadline, 0) == StreamFrom(10, False)
 
 
-def test_records_written_but_not_yet_durable_are_news_but_not_confirmed() -> None:
-    feed = LeaderFeed("a", 1000)
-    queue = _queue()
-    queue.leader.on_fetch("b", 1, 10, 1, queue.history, 0, 0)
-    queue.leader.on_fetch("c", 1, 10, 1, queue.history, 0, 0)
-    assert queue.leader.high_watermark == 10
-    queue.leader.leader_wrote(14)  # written here, its fsync still running
-    assert feed.on_fetch("b", KEY, _fetch(10, hw=10), queue, 0, 1000, 0) == StreamFrom(
-        10, False)  # the follower copies it while the leader's fsync runs
-    queue.leader.on_fetch("b", 1, 14, 1, queue.history, 0, 0)
-    queue.leader.on_fetch("c", 1, 14, 1, queue.history, 0, 0)
-    assert queue.leader.high_watermark == 10  # both copies hold it, the leader's may not
-    queue.leader.leader_persisted(14)
-    assert queue.leader.high_watermark == 14
-
-
 def test_a_higher_watermark_is_news() -> None:
     feed = LeaderFeed("a", 1000)
     queue = _queue()
