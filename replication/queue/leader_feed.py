@@ -7,7 +7,7 @@ high watermark releases the confirms and messages it allows); a verdict
 other than `Stream` (`Truncate`, `Reset`, `Refuse`) is answered at once, and
 so is a fetch for a queue this node does not lead (or whose gate is fenced).
 A `Stream` is answered (`StreamFrom`) when there is news for the follower -
-records written here past its offset, acks it has not seen, a higher
+records durable here past its offset, acks it has not seen, a higher
 watermark - or when its long poll ran out, or when the epoch moved on;
 otherwise it is parked (`Park`) until the queue changes or its deadline, and
 judged again then. So nothing is queued for a follower and the leader keeps
@@ -22,16 +22,7 @@ is unknown leaves the change pending, to be proposed again
 still leads that epoch (the metadata's own event may come later, or never
 when the set held already).
 
-Records go out once written here, not once durable: the leader's fsync and
-the followers' copy (their write, their fsync, their next fetch) then overlap,
-as Raft pipelines its leader's write with replication, instead of adding up.
-Nothing is promised earlier: the high watermark still counts the leader's
-own durable end. A copy holding records the leader lost in a crash is cut at
-its next fetch, since a leader whose copy already led an epoch leads again
-only from a new one (`RoleMoves`) and the follower's last epoch then ends
-where the leader's log does.
-
-Invariants: a stream never carries records above the leader's written end
+Invariants: a stream never carries records above the leader's durable end
 (the driver reads them up to it); a fetch is answered exactly once, and a
 parked fetch is answered by its deadline; in-sync proposals name the epoch
 the leader was at when it decided them.
@@ -130,7 +121,7 @@ class LeaderFeed:
             return AnswerNow(verdict)
         leader = queue.leader
         stale_acks = request.acked_version != queue.acked_version
-        news = (leader.written_end > request.next_offset or stale_acks
+        news = (leader.durable_end > request.next_offset or stale_acks
                 or request.high_watermark < leader.high_watermark)
         if news or now_ms >= deadline_ms or request.epoch != leader.epoch:
             return StreamFrom(request.next_offset, stale_acks)

@@ -6,7 +6,7 @@ follower's driver: a fetch comes in (`fetch`, with a `reply` callback that
 the transport answers the follower through); the driver asks the core what
 to do with it, with the clock's monotonic and wall time, and does it:
 answer at once, read the stream from the queue's log up to the leader's
-written end (`stream_batches`, at most `bytes_max`, the queue's sync batch
+durable end (`stream_batches`, at most `bytes_max`, the queue's sync batch
 size in records) and answer it, or park the fetch on the queue
 (`LedQueue.park`) and judge it again when the queue changes or its deadline
 comes. Every `in_sync_every_ms` (a timer) it asks the core for in-sync
@@ -178,7 +178,7 @@ class LeaderFeedDriver:
 
 def _stream(queue: LedQueue, decision: StreamFrom, bytes_max: int) -> StreamAnswer:
     leader = queue.leader
-    batches = stream_batches(queue.log, decision.next_offset, leader.written_end, bytes_max,
+    batches = stream_batches(queue.log, decision.next_offset, leader.durable_end, bytes_max,
                              queue.sync_batch_size)
     acked = tuple(queue.acked_ranges()) if decision.with_acked else None
     return StreamAnswer(leader.high_watermark, queue.log_start, queue.history.entries,
