@@ -146,6 +146,12 @@ def publish(host: Host, queue: str, count: int, arguments: dict[str, Any]) -> No
         channel = connection.channel()
         channel.confirm_delivery()
         channel.queue_declare(queue, durable=True, arguments=arguments)
+        copies = int(arguments.get("x-queue-replicas", 1))
+        if copies > 1:
+            # A new queue refuses publishes (nack) until its followers are in sync.
+            wait_for(lambda: len((host.get(f"/api/queues/%2F/{queue}") or {})
+                                 .get("in_sync") or ()) >= copies,
+                     f"{queue}'s {copies} copies in sync", START_TIMEOUT_S)
         for index in range(count):
             channel.basic_publish("", queue, f"{queue}-{index}".encode(),
                                   pika.BasicProperties(delivery_mode=2))
