@@ -197,7 +197,13 @@ class ClusterMembership:
     async def join_through(self, seeds: Sequence[PeerAddress]) -> None:
         """Ask the known members to add this node until it is in the membership."""
         address = self._address()
-        while self.node_name not in self._raft().membership.nodes:
+        # Only a committed config that makes this node a voter ends the join without
+        # asking: the leader can still replace an uncommitted one (a join that raced
+        # another change), and a join adds a learner first and promotes it in a second
+        # change that can fail the same way. Asking again is harmless: a member's join
+        # changes nothing (a learner by design, past the voter limit, gets its answer).
+        while not (self._raft().is_voter(self.node_name)
+                   and self._raft().membership_committed):
             for seed in seeds:
                 envelope = Envelope("cluster.join", {
                     "name": self.node_name, "host": address.host,

@@ -130,6 +130,12 @@ class RaftCore:
         return self._log.commit_index
 
     @property
+    def membership_committed(self) -> bool:
+        """Whether the latest membership is committed, as far as this node knows: an
+        uncommitted config naming this node can still be cut from its log."""
+        return self._history.latest_index <= self._log.commit_index
+
+    @property
     def committed_own_term(self) -> bool:
         """A leader whose commit index is known to be the cluster's: an entry of its own
         term (the no-op it appended on taking over) is committed."""

@@ -192,6 +192,13 @@ class RaftDriver:
         return self._node.membership
 
     @property
+    def membership_committed(self) -> bool:
+        return self._node.membership_committed
+
+    def is_voter(self, node_id: str) -> bool:
+        return node_id in self._node.membership.voters
+
+    @property
     def is_leader(self) -> bool:
         return self._node.role is Role.LEADER
 
