@@ -24,11 +24,7 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,7 +34,7 @@ import aiormq
 import httpx
 from pamqp.commands import Basic
 
-from bench.free_ports import free_port
+from bench.served_node import ServedNode, served_node
 
 GUEST = ("guest", "guest")
 START_TIMEOUT_S = 30.0
@@ -46,48 +42,25 @@ START_TIMEOUT_S = 30.0
 
 @dataclass
 class Node:
+    """A served node with the name it federates under."""
+
     name: str
-    amqp_port: int
-    http_port: int
+    served: ServedNode
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+        return self.served.http_url
 
     @property
     def amqp(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.amqp_port}/"
+        return self.served.amqp_url
 
 
 @contextmanager
 def served(name: str) -> Iterator[Node]:
-    workdir = tempfile.mkdtemp(prefix=f"federation-bench-{name}-")
-    node = Node(name, free_port(), free_port())
-    with open(os.path.join(workdir, "serve.log"), "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "logbroker", "serve", "--workers", "1", "--data-dir",
-             os.path.join(workdir, "data"), "--node-name", name, "--host", "127.0.0.1",
-             "--amqp-port", str(node.amqp_port), "--http-port", str(node.http_port)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                if httpx.get(f"{node.url}/api/overview", auth=GUEST).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError(f"{name} did not start")
-            time.sleep(0.1)
-        yield node
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with served_node(f"federation-bench-{name}", "--node-name", name,
+                     start_timeout_s=START_TIMEOUT_S) as node:
+        yield Node(name, node)
 
 
 async def publish(url: str, count: int, in_flight: int, body: bytes,

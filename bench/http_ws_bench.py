@@ -33,18 +33,13 @@ import base64
 import contextlib
 import json
 import os
-import shutil
-import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +49,7 @@ from websockets.asyncio.client import ClientConnection, connect
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from api.http.record_batches import records_in
 from bench.amqp_bench import BenchError, publish_confirm
-from bench.free_ports import free_port
+from bench.served_node import ServedNode, served_node
 
 Result = dict[str, Any]
 START_TIMEOUT_S = 60.0
@@ -66,58 +61,14 @@ def _say(message: str) -> None:
     print(f"[http-ws-bench] {message}", file=sys.stderr, flush=True)
 
 
-@dataclass
-class Served:
-    amqp_port: int
-    http_port: int
-
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.http_port}/ws"
-
-    @property
-    def amqp_url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.amqp_port}/"
-
-
-
 @contextlib.contextmanager
-def logbroker_served() -> Iterator[Served]:
-    workdir = tempfile.mkdtemp(prefix="http-ws-bench-")
-    served = Served(free_port(), free_port())
-    log_path = os.path.join(workdir, "console.log")
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "logbroker", "serve", "--workers", "1", "--data-dir",
-             os.path.join(workdir, "data"), "--host", "127.0.0.1",
-             "--amqp-port", str(served.amqp_port), "--http-port", str(served.http_port)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise BenchError(f"logbroker did not start: {Path(log_path).read_text()[-2000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{served.http_url}/api/overview", auth=AUTH).status_code == 200:
-                    break
-            time.sleep(0.2)
-        _say(f"logbroker: pid {process.pid}, AMQP {served.amqp_port}, HTTP {served.http_port}")
+def logbroker_served() -> Iterator[ServedNode]:
+    with served_node("http-ws-bench", start_timeout_s=START_TIMEOUT_S) as served:
+        _say(f"logbroker: pid {served.pid}, AMQP {served.amqp_port}, HTTP {served.http_port}")
         yield served
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _queue(served: Served, prefix: str) -> str:
+def _queue(served: ServedNode, prefix: str) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     httpx.put(f"{served.http_url}/api/queues/%2F/{name}", auth=AUTH,
               json={"durable": True}).raise_for_status()
@@ -132,7 +83,7 @@ def _body(args: argparse.Namespace) -> str:
     return "x" * int(args.body_bytes)  # ASCII: travels as a JSON string, no base64
 
 
-async def ws_publish_confirm(served: Served, queue: str, args: argparse.Namespace) -> Result:
+async def ws_publish_confirm(served: ServedNode, queue: str, args: argparse.Namespace) -> Result:
     body = _body(args)
     frames = -(-args.messages // args.per_frame)
     in_flight = asyncio.Semaphore(args.frames_in_flight)
@@ -168,7 +119,7 @@ async def ws_publish_confirm(served: Served, queue: str, args: argparse.Namespac
             "body_bytes": args.body_bytes, "persistent": True}
 
 
-async def ws_consume_ack(served: Served, queue: str, expected: int, args: argparse.Namespace
+async def ws_consume_ack(served: ServedNode, queue: str, expected: int, args: argparse.Namespace
                          ) -> Result:
     async with connect(served.ws_url, additional_headers={"Authorization": BASIC},
                        max_size=None) as socket:
@@ -194,7 +145,7 @@ async def _drain(socket: ClientConnection, expected: int, args: argparse.Namespa
     return received
 
 
-def rest_batch_publish(served: Served, queue: str, args: argparse.Namespace) -> Result:
+def rest_batch_publish(served: ServedNode, queue: str, args: argparse.Namespace) -> Result:
     """`--frames-in-flight` threads, each with its own keep-alive connection (httpx's
     sync client: its async one costs more client CPU than the broker spends)."""
     body = _body(args)
@@ -232,7 +183,7 @@ def rest_batch_publish(served: Served, queue: str, args: argparse.Namespace) -> 
             "per_request": args.per_frame, "requests_in_flight": args.frames_in_flight}
 
 
-def replay(served: Served, queue: str, args: argparse.Namespace) -> Result:
+def replay(served: ServedNode, queue: str, args: argparse.Namespace) -> Result:
     payload_bytes = records = 0
     offset = 0
     deadline = time.monotonic() + args.timeout_s

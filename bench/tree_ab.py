@@ -31,8 +31,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.amqp_bench import publish_confirm
 from bench.free_ports import free_port
-from bench.http_ws_bench import AUTH, START_TIMEOUT_S, Served, _queue, ws_publish_confirm
+from bench.http_ws_bench import AUTH, START_TIMEOUT_S, _queue, ws_publish_confirm
 from bench.http_ws_bench import parse_args as bench_args
+from bench.served_node import ServedNode
 
 
 def cpu_s(pid: int) -> float:
@@ -42,9 +43,9 @@ def cpu_s(pid: int) -> float:
 
 
 @contextlib.contextmanager
-def served_from(tree: str) -> Iterator[tuple[Served, int]]:
+def served_from(tree: str) -> Iterator[tuple[ServedNode, int]]:
     workdir = tempfile.mkdtemp(prefix="tree-ab-")
-    served = Served(free_port(), free_port())
+    served = ServedNode(free_port(), free_port())
     process = subprocess.Popen(
         [sys.executable, "-m", "logbroker", "serve", "--data-dir",
          os.path.join(workdir, "data"), "--host", "127.0.0.1",
@@ -65,7 +66,7 @@ def served_from(tree: str) -> Iterator[tuple[Served, int]]:
         process.wait(30)
 
 
-def trial(served: Served, pid: int, workload: str, args: argparse.Namespace
+def trial(served: ServedNode, pid: int, workload: str, args: argparse.Namespace
           ) -> dict[str, Any]:
     queue = _queue(served, workload)
     os.sync()  # the previous trial's writeback must not land in this one
